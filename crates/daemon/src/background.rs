@@ -1,0 +1,92 @@
+//! Background loops of a replica besides the workers: the reaper that takes over jobs
+//! whose lease expired (a crashed replica), and the refresher that keeps table health,
+//! staleness and job-count gauges current between schedule ticks.
+//!
+//! Both loops survive any single failure: they log with fields, count, and go on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tablekeeper_inventory::Operation;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::fleet::Fleet;
+use crate::runtime::Runtime;
+
+/// Runs the reaper every lease/4 until `stop` fires. Every replica runs it; the store
+/// makes concurrent reaps safe.
+pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
+    let lease = rt.config.lease;
+    let grace = tablekeeper_store::reaper_grace(lease);
+    let mut interval = tokio::time::interval(lease / 4);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        match rt.store.reap_expired(grace).await {
+            Ok(reaped) => {
+                for job in reaped {
+                    info!(job_id = job.job_id, table = %job.table_name, operation = %job.operation, previous_worker = job.worker_id.as_deref().unwrap_or(""), attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
+                    rt.metrics
+                        .jobs_total
+                        .with_label_values(&[&job.table_name, &job.operation, "lost_lease"])
+                        .inc();
+                }
+            }
+            Err(e) => warn!(error = %e, "reaper: cannot reach the job store"),
+        }
+    }
+}
+
+/// Refreshes every table's probe and the fleet gauges every `probe_interval`, and
+/// staleness every few seconds (it grows with time, not with probes).
+pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
+    let probe_every = rt.config.probe_interval;
+    // Staleness and job counts are cheap; refresh them often enough that a scrape every
+    // 15 s (Prometheus's common interval) sees current values.
+    let gauges_every = Duration::from_secs(5).min(probe_every);
+    let mut last_probe: Option<tokio::time::Instant> = None;
+    loop {
+        if last_probe.is_none_or(|t| t.elapsed() >= probe_every) {
+            probe_all_fleet(&rt.fleet).await;
+            last_probe = Some(tokio::time::Instant::now());
+        }
+        refresh_store_gauges(&rt).await;
+        rt.fleet.refresh_all_metrics(Utc::now());
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(gauges_every) => {}
+        }
+    }
+}
+
+/// Probes every table in turn. Sequential on purpose: probes read only the log, and a
+/// fleet of thousands must not open thousands of object-store connections at once.
+pub async fn probe_all_fleet(fleet: &Fleet) {
+    let inventory = fleet.inventory();
+    for spec in &inventory.tables {
+        let _ = fleet.probe(spec).await;
+    }
+}
+
+async fn refresh_store_gauges(rt: &Runtime) {
+    match rt.store.counts_by_state().await {
+        Ok(counts) => {
+            for (state, n) in counts {
+                rt.metrics.jobs.with_label_values(&[state.as_str()]).set(n);
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read job counts"),
+    }
+    match rt.store.last_success().await {
+        Ok(rows) => rt.fleet.set_store_successes(rows.into_iter().filter_map(|r| {
+            let op: Operation = r.operation.parse().ok()?;
+            Some((r.table_name, op, r.finished_at))
+        })),
+        Err(e) => warn!(error = %e, "cannot read last successes"),
+    }
+}

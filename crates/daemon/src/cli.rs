@@ -1,0 +1,82 @@
+//! Command-line interface (DESIGN.md "CLI" contract): argument definitions only; each
+//! subcommand's behaviour lives in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::logging::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(name = "tablekeeper", version, about = "Keeps a fleet of Delta Lake tables maintained: compaction, Z-order, VACUUM and checkpoints from a YAML inventory")]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TABLEKEEPER_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: schedules, workers, HTTP. SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the inventory.
+    Run {
+        /// Daemon config file (YAML); every key can be overridden with TABLEKEEPER_<KEY>.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Validate inventory files or directories: exit 0 valid, 1 invalid (problems on stderr), 2 unusable input.
+    Validate {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Show, per table, health, drift and what would run now and why, without changing anything.
+    Plan {
+        /// Daemon config file naming the inventory.
+        #[arg(long, short, conflicts_with = "inventory")]
+        config: Option<PathBuf>,
+        /// Inventory file or directory.
+        #[arg(long)]
+        inventory: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
+    /// Run one operation on one table now, in the foreground, without a job store; prints the result as JSON.
+    Maintain {
+        #[arg(long)]
+        inventory: PathBuf,
+        #[arg(long)]
+        table: String,
+        /// compact, zorder, vacuum or checkpoint.
+        #[arg(long)]
+        operation: String,
+        /// Plan the operation and report what it would do, changing nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Apply the job-store migrations (the daemon also applies them at start).
+    Migrate {
+        #[arg(long, env = "TABLEKEEPER_DATABASE_URL")]
+        database_url: Option<String>,
+    },
+    /// Print the inventory's JSON Schema (for editors and CI).
+    Schema,
+    /// Quickstart: create small-file-heavy demo tables and run the daemon on them with the embedded store.
+    Demo {
+        /// Folder for the demo tables, inventory and database.
+        #[arg(long, default_value = "tablekeeper-demo")]
+        dir: PathBuf,
+        /// Address for the dashboard and metrics.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Stop by itself after this long (default: run until Ctrl-C).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<std::time::Duration>,
+    },
+}

@@ -1,0 +1,37 @@
+//! `tablekeeper migrate [--database-url URL]`: applies the job-store migrations.
+
+use std::process::ExitCode;
+
+use crate::config::DEFAULT_DATABASE_URL;
+
+pub async fn run(database_url: Option<String>) -> ExitCode {
+    let url = database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
+    let store = match tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default()).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot connect to the job store: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match store.migrate().await {
+        Ok(()) => {
+            println!("ok: job store migrated ({})", redact(&url));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: migration failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Hides a password in a database URL before printing it.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,109 @@
+//! `tablekeeper plan`: for each table, its health, drift and what would run now and why.
+//! Reads only table logs; changes nothing. The command a reviewer runs on an inventory
+//! pull request, and the same planner the daemon's schedule ticks use.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::json;
+
+use crate::cli::OutputFormat;
+use crate::config::DaemonConfig;
+use crate::fleet::{Fleet, TableView};
+use crate::metrics::Metrics;
+
+pub async fn run(config: Option<PathBuf>, inventory: Option<PathBuf>, format: OutputFormat) -> ExitCode {
+    let path = match (inventory, config) {
+        (Some(p), _) => p,
+        (None, config) => match DaemonConfig::load(config.as_deref()) {
+            Ok(c) => match c.inventory {
+                Some(p) => p,
+                None => {
+                    eprintln!("error: no inventory: pass --inventory PATH or set `inventory` in the config");
+                    return ExitCode::from(super::EXIT_UNUSABLE);
+                }
+            },
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(super::EXIT_UNUSABLE);
+            }
+        },
+    };
+    let inventory = match super::load_inventory_or_report(&path) {
+        Ok(inv) => inv,
+        Err(code) => return code,
+    };
+    let metrics = match Metrics::new() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let fleet = Arc::new(Fleet::new(inventory, metrics));
+    crate::background::probe_all_fleet(&fleet).await;
+    let views = fleet.views(Utc::now());
+    match format {
+        OutputFormat::Json => {
+            let out = json!({ "generated_at": Utc::now(), "tables": views });
+            match serde_json::to_string_pretty(&out) {
+                Ok(text) => println!("{text}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        OutputFormat::Text => print!("{}", render_text(&views)),
+    }
+    ExitCode::SUCCESS
+}
+
+fn render_text(views: &[TableView]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for v in views {
+        let _ = writeln!(out, "table {} ({}) owner {}", v.name, v.path, v.owner);
+        let _ = writeln!(
+            out,
+            "  health: {}{}",
+            v.health.as_str(),
+            if v.health_reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.health_reasons.join("; "))
+            }
+        );
+        if let Some(p) = &v.probe {
+            let _ = writeln!(
+                out,
+                "  table: version {}, {} files ({} small), {} bytes, {} commits since checkpoint",
+                p.version, p.files, p.small_files, p.size_bytes, p.commits_since_checkpoint
+            );
+        }
+        for d in &v.drift {
+            let _ = writeln!(out, "  drift ({}): {}", d.kind.as_str(), d.detail);
+        }
+        for o in &v.operations {
+            if !o.enabled {
+                let _ = writeln!(out, "  {:<10} disabled", o.operation.as_str());
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "  {:<10} {:<6} {}  [schedule {}{}]",
+                o.operation.as_str(),
+                o.decision.label(),
+                o.decision.reason(),
+                o.schedule,
+                o.next_run
+                    .map(|t| format!(", next {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default()
+            );
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,223 @@
+//! `tablekeeper run`: assembles a replica — job store, fleet state, cron schedules,
+//! workers, reaper, refresher, inventory reloads and HTTP — and drains it on
+//! SIGTERM/SIGINT.
+//!
+//! Shutdown order: mutating routes refuse (and `/readyz` turns 503), workers stop
+//! claiming, the scheduler stops, running jobs get `shutdown_grace` to finish, the rest
+//! are released for other replicas, then HTTP and the background loops stop; exit 0.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tablekeeper_inventory::Inventory;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::config::DaemonConfig;
+use crate::fleet::Fleet;
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+use crate::scheduler::Scheduler;
+use crate::{background, http, worker};
+
+/// Quiet period after a file-change event before reloading: editors and ConfigMap
+/// updates write several events for one change.
+const RELOAD_DEBOUNCE: Duration = Duration::from_millis(500);
+/// After the grace period ends, how long released jobs get to write their release.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+pub async fn run(config_path: Option<&Path>) -> ExitCode {
+    let config = match DaemonConfig::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(super::EXIT_UNUSABLE);
+        }
+    };
+    match serve(config, CancellationToken::new()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!(error = %format!("{e:#}"), "tablekeeper stopped");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a replica until SIGTERM/SIGINT or `stop` fires.
+pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Result<()> {
+    let Some(inventory_path) = config.inventory.clone() else {
+        anyhow::bail!("no inventory configured: set `inventory` in the config file or TABLEKEEPER_INVENTORY");
+    };
+    let inventory = match Inventory::load(&inventory_path) {
+        Ok(inv) => inv,
+        Err(e) => {
+            super::report_load_error(&e);
+            anyhow::bail!("inventory {} is not usable", inventory_path.display());
+        }
+    };
+    let store = tablekeeper_store::connect(&config.database_url, tablekeeper_store::StoreOptions::default())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open the job store {}: {e}", super::migrate::redact(&config.database_url)))?;
+    store.migrate().await.map_err(|e| anyhow::anyhow!("job store migration failed: {e}"))?;
+
+    let metrics = Metrics::new()?;
+    metrics.start_time_seconds.set(chrono::Utc::now().timestamp() as f64);
+    let fleet = Arc::new(Fleet::new(inventory, metrics.clone()));
+    let rt = Arc::new(Runtime::new(config.clone(), store, Arc::clone(&fleet), metrics));
+    if rt.admin_token.is_none() {
+        warn!(variable = %config.admin_token_env, "no admin token configured: mutating API routes answer 403");
+    }
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (set `listen` to a free address)", config.listen))?;
+    let http_stop = CancellationToken::new();
+    let http_task = {
+        let app = http::router(Arc::clone(&rt));
+        let http_stop = http_stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { http_stop.cancelled().await })
+                .await
+        })
+    };
+
+    let mut scheduler = Scheduler::start(Arc::clone(&rt)).await?;
+    let (added, _) = scheduler.sync(&fleet.inventory()).await;
+    info!(
+        replica = %config.replica_id,
+        listen = %config.listen,
+        tables = fleet.inventory().tables.len(),
+        schedules = added,
+        workers = config.workers,
+        store = %super::migrate::redact(&config.database_url),
+        "tablekeeper started"
+    );
+
+    let background_stop = CancellationToken::new();
+    let reaper = tokio::spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
+    let refresher = tokio::spawn(background::refresher(Arc::clone(&rt), background_stop.clone()));
+
+    let stop_claiming = CancellationToken::new();
+    let hard_stop = CancellationToken::new();
+    let workers = tokio::spawn(worker::run_pool(
+        Arc::clone(&rt),
+        config.workers,
+        stop_claiming.clone(),
+        hard_stop.clone(),
+    ));
+
+    // Reload requests from SIGHUP and from file changes, handled on this task so the
+    // scheduler has one owner.
+    let (reload_tx, mut reload_rx) = mpsc::channel::<&'static str>(8);
+    let _watcher = watch_inventory(&inventory_path, reload_tx.clone());
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+
+    let reason = loop {
+        tokio::select! {
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = sigint.recv() => break "SIGINT",
+            () = stop.cancelled() => break "stop requested",
+            _ = sighup.recv() => reload(&rt, &mut scheduler, &inventory_path, "SIGHUP").await,
+            Some(source) = reload_rx.recv() => {
+                // Debounce: swallow events arriving within the quiet period.
+                loop {
+                    match tokio::time::timeout(RELOAD_DEBOUNCE, reload_rx.recv()).await {
+                        Ok(Some(_)) => continue,
+                        _ => break,
+                    }
+                }
+                reload(&rt, &mut scheduler, &inventory_path, source).await;
+            }
+        }
+    };
+
+    info!(signal = reason, grace = ?config.shutdown_grace, "shutting down: no new jobs, draining running ones");
+    rt.stop_accepting_mutations();
+    stop_claiming.cancel();
+    scheduler.shutdown().await;
+    let workers_abort = workers.abort_handle();
+    tokio::pin!(workers);
+    let drained = tokio::time::timeout(config.shutdown_grace, &mut workers).await.is_ok();
+    if !drained {
+        warn!("shutdown grace ran out: releasing running jobs to other replicas");
+        hard_stop.cancel();
+        if tokio::time::timeout(RELEASE_WAIT, &mut workers).await.is_err() {
+            workers_abort.abort();
+        }
+    }
+    background_stop.cancel();
+    let _ = reaper.await;
+    let _ = refresher.await;
+    http_stop.cancel();
+    match http_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "http server stopped with an error"),
+        Err(e) => warn!(error = %e, "http task failed"),
+    }
+    info!("tablekeeper stopped");
+    Ok(())
+}
+
+/// Reloads the inventory; an invalid one keeps the last good inventory running.
+async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &PathBuf, source: &str) {
+    match Inventory::load(path) {
+        Ok(inventory) => {
+            let (added, removed) = rt.fleet.replace_inventory(inventory);
+            let (sched_added, sched_removed) = scheduler.sync(&rt.fleet.inventory()).await;
+            info!(source, tables = rt.fleet.inventory().tables.len(), tables_added = added.len(), tables_removed = removed.len(), schedules_added = sched_added, schedules_removed = sched_removed, "inventory reloaded");
+            for name in added {
+                if let Some(spec) = rt.fleet.spec(&name) {
+                    let _ = rt.fleet.probe(&spec).await;
+                }
+            }
+        }
+        Err(e) => {
+            rt.metrics.inventory_reload_failures_total.inc();
+            match &e {
+                tablekeeper_inventory::LoadError::Invalid(problems) => {
+                    for p in problems {
+                        warn!(problem = %p, "inventory problem");
+                    }
+                    warn!(source, problems = problems.len(), "inventory reload rejected: keeping the last good inventory");
+                }
+                other => warn!(source, error = %other, "inventory reload failed: keeping the last good inventory"),
+            }
+        }
+    }
+}
+
+/// Watches the inventory (its directory, so atomic renames and Kubernetes ConfigMap
+/// symlink swaps are seen) and sends a reload request on every change.
+fn watch_inventory(path: &Path, tx: mpsc::Sender<&'static str>) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let dir = if path.is_dir() { path.to_path_buf() } else { path.parent()?.to_path_buf() };
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            // Only inventory files (and Kubernetes' `..data` symlink swap) matter; the
+            // SQLite store or logs may live in the same folder and change constantly.
+            let relevant = event.paths.iter().any(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("..") || name.ends_with(".yaml") || name.ends_with(".yml")
+            });
+            if relevant && !event.kind.is_access() {
+                let _ = tx.try_send("file change");
+            }
+        }
+    })
+    .map_err(|e| warn!(error = %e, "cannot watch the inventory; reload with SIGHUP"))
+    .ok()?;
+    if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+        warn!(path = %dir.display(), error = %e, "cannot watch the inventory; reload with SIGHUP");
+        return None;
+    }
+    Some(watcher)
+}

@@ -1,0 +1,314 @@
+//! The daemon's own configuration (not the inventory): where the job store is, where the
+//! inventory is, how many workers, lease timing, and the HTTP listener.
+//!
+//! Sources, lowest to highest precedence: built-in defaults, the YAML file given with
+//! `--config`, then `TABLEKEEPER_<KEY>` environment variables (DESIGN.md "CLI"). Unknown
+//! keys in the file are errors. The result is a plain, validated [`DaemonConfig`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Built-in default for `lease`: long enough that a heartbeat every lease/4 survives a
+/// few slow database round trips, short enough that a crashed replica's job is taken
+/// over within about a minute and a quarter (lease + reaper grace of lease/4).
+const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// Built-in default for `shutdown_grace`: how long SIGTERM waits for running jobs. The
+/// Kubernetes manifests set terminationGracePeriodSeconds above this.
+const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(300);
+/// Built-in default for `workers`: maintenance is I/O- and CPU-heavy (Parquet rewrite),
+/// two concurrent jobs per replica suit the 2-core pods the manifests request.
+const DEFAULT_WORKERS: usize = 2;
+/// Built-in default for `poll_interval`: how often an idle worker asks the job store for
+/// work. One second keeps manual triggers snappy at negligible database cost.
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Built-in default for `probe_interval`: how often every table's log is probed to
+/// refresh health metrics, independent of the maintenance schedules.
+const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(60);
+/// Shortest lease accepted: the heartbeat runs every lease/4 and must leave room for a
+/// database round trip.
+const MIN_LEASE: Duration = Duration::from_secs(2);
+
+/// Default database: an embedded SQLite file in the working directory (one replica only).
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://tablekeeper.db";
+/// Default name of the environment variable holding the admin bearer token.
+pub const DEFAULT_ADMIN_TOKEN_ENV: &str = "TABLEKEEPER_ADMIN_TOKEN";
+
+/// The file form of the configuration: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    database_url: Option<String>,
+    inventory: Option<PathBuf>,
+    listen: Option<String>,
+    workers: Option<usize>,
+    replica_id: Option<String>,
+    admin_token_env: Option<String>,
+    lease: Option<String>,
+    shutdown_grace: Option<String>,
+    poll_interval: Option<String>,
+    probe_interval: Option<String>,
+}
+
+/// The validated daemon configuration.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub database_url: String,
+    pub inventory: Option<PathBuf>,
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub replica_id: String,
+    pub admin_token_env: String,
+    pub lease: Duration,
+    pub shutdown_grace: Duration,
+    pub poll_interval: Duration,
+    pub probe_interval: Duration,
+    /// The admin bearer token read from the variable named by `admin_token_env` at load
+    /// time; `None` when unset or empty (mutating routes then answer 403).
+    pub admin_token: Option<AdminToken>,
+}
+
+/// The admin bearer token; its `Debug` output is redacted so it never reaches a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(****)")
+    }
+}
+
+/// A configuration problem, naming the key and where its value came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("`{key}` (from {origin}): {message}")]
+    Value {
+        key: &'static str,
+        origin: String,
+        message: String,
+    },
+}
+
+impl DaemonConfig {
+    /// Loads the configuration from an optional file plus the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with_env(file, |key| std::env::var(key).ok())
+    }
+
+    /// Like [`DaemonConfig::load`], with the environment supplied by the caller (tests).
+    pub fn load_with_env(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let (raw, file_origin) = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                let raw: RawConfig = if text.trim().is_empty() {
+                    RawConfig::default()
+                } else {
+                    serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+                        path: path.to_path_buf(),
+                        message: e.to_string(),
+                    })?
+                };
+                (raw, path.display().to_string())
+            }
+            None => (RawConfig::default(), String::from("defaults")),
+        };
+        let base_dir = file.and_then(Path::parent).map(Path::to_path_buf);
+
+        // Each key: environment first, then file, then default; remember the origin so
+        // an error says where the bad value came from.
+        let pick = |key: &str, from_file: Option<String>| -> Option<(String, String)> {
+            let env_key = format!("TABLEKEEPER_{}", key.to_ascii_uppercase());
+            if let Some(v) = env(&env_key).filter(|v| !v.is_empty()) {
+                return Some((v, env_key));
+            }
+            from_file.map(|v| (v, file_origin.clone()))
+        };
+
+        let database_url = pick("database_url", raw.database_url)
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
+
+        let inventory = pick(
+            "inventory",
+            raw.inventory.map(|p| p.to_string_lossy().into_owned()),
+        )
+        .map(|(v, origin)| {
+            let p = PathBuf::from(v);
+            // A relative inventory path in a config file is relative to that file, so
+            // `tablekeeper run --config /etc/tablekeeper/tablekeeper.yaml` works from
+            // any working directory.
+            match (&base_dir, origin.starts_with("TABLEKEEPER_")) {
+                (Some(dir), false) if p.is_relative() => dir.join(p),
+                _ => p,
+            }
+        });
+
+        let listen = match pick("listen", raw.listen) {
+            Some((v, origin)) => v.parse().map_err(|_| ConfigError::Value {
+                key: "listen",
+                origin,
+                message: format!("`{v}` is not an address like `127.0.0.1:8080` or `0.0.0.0:8080`"),
+            })?,
+            None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        };
+
+        let workers = match pick("workers", raw.workers.map(|w| w.to_string())) {
+            Some((v, origin)) => match v.parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(ConfigError::Value {
+                        key: "workers",
+                        origin,
+                        message: format!("`{v}` must be a whole number of at least 1"),
+                    })
+                }
+            },
+            None => DEFAULT_WORKERS,
+        };
+
+        let replica_id = pick("replica_id", raw.replica_id)
+            .map(|(v, _)| v)
+            .unwrap_or_else(default_replica_id);
+
+        let admin_token_env = pick("admin_token_env", raw.admin_token_env)
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| DEFAULT_ADMIN_TOKEN_ENV.to_string());
+
+        let duration = |key: &'static str, value: Option<String>, default: Duration| {
+            match pick(key, value) {
+                Some((v, origin)) => parse_duration(&v).map_err(|message| ConfigError::Value {
+                    key,
+                    origin,
+                    message,
+                }),
+                None => Ok(default),
+            }
+        };
+        let lease = duration("lease", raw.lease, DEFAULT_LEASE)?;
+        if lease < MIN_LEASE {
+            return Err(ConfigError::Value {
+                key: "lease",
+                origin: "config".into(),
+                message: format!(
+                    "{} is too short: use at least {}",
+                    humantime::format_duration(lease),
+                    humantime::format_duration(MIN_LEASE)
+                ),
+            });
+        }
+        let shutdown_grace = duration("shutdown_grace", raw.shutdown_grace, DEFAULT_SHUTDOWN_GRACE)?;
+        let poll_interval = duration("poll_interval", raw.poll_interval, DEFAULT_POLL_INTERVAL)?;
+        let probe_interval = duration("probe_interval", raw.probe_interval, DEFAULT_PROBE_INTERVAL)?;
+
+        let admin_token = env(&admin_token_env)
+            .filter(|t| !t.trim().is_empty())
+            .map(AdminToken);
+        Ok(Self {
+            admin_token,
+            database_url,
+            inventory,
+            listen,
+            workers,
+            replica_id,
+            admin_token_env,
+            lease,
+            shutdown_grace,
+            poll_interval,
+            probe_interval,
+        })
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v.trim())
+        .map_err(|e| format!("`{v}` is not a duration like `30s`, `5m` or `2h`: {e}"))
+}
+
+fn default_replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(yaml: &str, env: &[(&str, &str)]) -> Result<DaemonConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tk.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        DaemonConfig::load_with_env(Some(&path), |k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_apply_when_keys_are_absent() {
+        let c = load("", &[]).unwrap();
+        assert_eq!(c.database_url, DEFAULT_DATABASE_URL);
+        assert_eq!(c.workers, DEFAULT_WORKERS);
+        assert_eq!(c.lease, DEFAULT_LEASE);
+        assert_eq!(c.admin_token_env, "TABLEKEEPER_ADMIN_TOKEN");
+        assert_eq!(c.listen.port(), 8080);
+    }
+
+    #[test]
+    fn environment_overrides_file() {
+        let c = load(
+            "workers: 3\nlease: 30s\n",
+            &[("TABLEKEEPER_WORKERS", "5"), ("TABLEKEEPER_LISTEN", "0.0.0.0:9000")],
+        )
+        .unwrap();
+        assert_eq!(c.workers, 5);
+        assert_eq!(c.lease, Duration::from_secs(30));
+        assert_eq!(c.listen.port(), 9000);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_naming_the_key() {
+        assert!(load("wokers: 3\n", &[]).is_err());
+        let e = load("lease: soon\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("`lease`"), "{e}");
+        let e = load("", &[("TABLEKEEPER_WORKERS", "0")]).unwrap_err().to_string();
+        assert!(e.contains("TABLEKEEPER_WORKERS"), "{e}");
+    }
+
+    #[test]
+    fn relative_inventory_is_relative_to_the_config_file() {
+        let c = load("inventory: inv.d\n", &[]).unwrap();
+        let inv = c.inventory.unwrap();
+        assert!(inv.is_absolute() && inv.ends_with("inv.d"), "{inv:?}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Runs one maintenance operation on one table: maps the inventory entry to the delta
+//! crate's options and calls the operation. The one code path shared by the daemon's
+//! workers and `tablekeeper maintain`, so a foreground run does exactly what the daemon
+//! would do.
+//!
+//! It never decides *whether* to run (that is the planner) and never touches the job
+//! store (that is the worker); it does check the safety gates again, because a manual
+//! trigger or a stale plan must not bypass them.
+
+use tablekeeper_delta::{
+    CheckpointOptions, CompactOptions, DeltaError, OpReport, VacuumMode, VacuumOptions,
+    ZorderOptions,
+};
+use tablekeeper_inventory::{Operation, TableSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::planner;
+
+/// Commit conflicts retried inside one attempt before the attempt fails as a conflict
+/// (the job's own retries with backoff come on top).
+const CONFLICT_RETRIES: u32 = 3;
+
+/// Why an operation did not produce a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error(transparent)]
+    Delta(#[from] DeltaError),
+}
+
+impl ExecError {
+    /// Whether the failure is a commit conflict (retried, counted separately).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ExecError::Delta(e) if e.class() == tablekeeper_delta::ErrorClass::Conflict)
+    }
+    /// Whether retrying can help (conflicts and transient I/O); permanent problems fail
+    /// the job at once instead of burning attempts.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ExecError::Refused(_) => false,
+            ExecError::Delta(e) => e.class() != tablekeeper_delta::ErrorClass::Permanent,
+        }
+    }
+}
+
+/// Extra inputs that come from the job history rather than the inventory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunContext {
+    /// Use a directory-listing VACUUM (reclaims orphans of failed rewrites).
+    pub vacuum_full: bool,
+    /// Table version of the last Z-order, to scope the next one to new partitions.
+    pub zorder_since_version: Option<i64>,
+    pub dry_run: bool,
+}
+
+/// Runs `op` on the table described by `spec`.
+pub async fn run(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: RunContext,
+    cancel: CancellationToken,
+) -> Result<OpReport, ExecError> {
+    if let Some(reason) = planner::safety_gate(spec, op, None) {
+        return Err(ExecError::Refused(reason));
+    }
+    let uri = spec.path.as_str();
+    let report = match op {
+        Operation::Compact => {
+            let options = CompactOptions {
+                target_file_size: spec.compaction.target_file_size,
+                min_small_files: u64::from(spec.compaction.min_small_files),
+                dry_run: ctx.dry_run,
+                max_conflict_retries: CONFLICT_RETRIES,
+                ..CompactOptions::default()
+            };
+            tablekeeper_delta::compact(uri, &options, cancel).await?
+        }
+        Operation::Zorder => {
+            let options = ZorderOptions {
+                columns: spec.layout.zorder.clone(),
+                target_file_size: spec.compaction.target_file_size,
+                since_version: ctx.zorder_since_version,
+                dry_run: ctx.dry_run,
+                max_conflict_retries: CONFLICT_RETRIES,
+            };
+            tablekeeper_delta::zorder(uri, &options, cancel).await?
+        }
+        Operation::Vacuum => {
+            let options = VacuumOptions {
+                inventory_retention: spec.retention.deleted_file_retention,
+                allow_short_retention: spec.retention.allow_short_retention,
+                mode: if ctx.vacuum_full {
+                    VacuumMode::Full
+                } else {
+                    VacuumMode::Lite
+                },
+                dry_run: ctx.dry_run,
+            };
+            tablekeeper_delta::vacuum(uri, &options, cancel).await?
+        }
+        Operation::Checkpoint => {
+            let options = CheckpointOptions {
+                max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
+                log_retention: spec.retention.log_retention,
+                force: false,
+                dry_run: ctx.dry_run,
+            };
+            tablekeeper_delta::checkpoint(uri, &options, cancel).await?
+        }
+    };
+    Ok(report)
+}

@@ -1,0 +1,193 @@
+//! JSON API handlers under `/api/v1` (DESIGN.md "HTTP" contract).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tablekeeper_inventory::Operation;
+use tablekeeper_store::{Job, JobFilter, JobState, Trigger};
+
+use super::auth::require_admin;
+use super::error::ApiError;
+use crate::fleet::TableView;
+use crate::runtime::Runtime;
+use crate::{planner, scheduler};
+
+/// Most jobs one `/api/v1/jobs` call returns; larger requests are clamped.
+const MAX_JOBS_LIMIT: i64 = 1000;
+const DEFAULT_JOBS_LIMIT: i64 = 50;
+/// Recent jobs shown with one table.
+const TABLE_RECENT_JOBS: i64 = 20;
+
+#[derive(Debug, Serialize)]
+pub struct TableDetail {
+    #[serde(flatten)]
+    pub view: TableView,
+    pub last_jobs: Vec<Job>,
+}
+
+pub async fn list_tables(State(rt): State<Arc<Runtime>>) -> Json<serde_json::Value> {
+    let views = rt.fleet.views(Utc::now());
+    Json(json!({ "tables": views }))
+}
+
+pub async fn get_table(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+) -> Result<Json<TableDetail>, ApiError> {
+    let view = rt
+        .fleet
+        .view(&name, Utc::now())
+        .ok_or_else(|| unknown_table(&name))?;
+    let last_jobs = rt
+        .store
+        .list_jobs(&JobFilter {
+            table: Some(name),
+            state: None,
+            limit: TABLE_RECENT_JOBS,
+        })
+        .await?;
+    Ok(Json(TableDetail { view, last_jobs }))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobsQuery {
+    table: Option<String>,
+    state: Option<String>,
+    limit: Option<String>,
+}
+
+pub async fn list_jobs(
+    State(rt): State<Arc<Runtime>>,
+    query: Result<Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(s.parse::<JobState>().map_err(|_| {
+            ApiError::BadRequest(format!(
+                "unknown state `{s}`: use one of queued, running, succeeded, failed, cancelled"
+            ))
+        })?),
+    };
+    let limit = match q.limit.as_deref().filter(|s| !s.is_empty()) {
+        None => DEFAULT_JOBS_LIMIT,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n >= 1 => n.min(MAX_JOBS_LIMIT),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`limit` must be a whole number from 1 to {MAX_JOBS_LIMIT}, got `{l}`"
+                )))
+            }
+        },
+    };
+    let jobs = rt
+        .store
+        .list_jobs(&JobFilter {
+            table: q.table.filter(|t| !t.is_empty()),
+            state,
+            limit,
+        })
+        .await?;
+    Ok(Json(json!({ "jobs": jobs })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerRequest {
+    operation: String,
+}
+
+pub async fn trigger_job(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<TriggerRequest>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    guard_mutation(&rt, &headers)?;
+    let Json(req) = body.map_err(|e| {
+        ApiError::BadRequest(format!(
+            "{}; send a JSON body like {{\"operation\": \"compact\"}}",
+            e.body_text()
+        ))
+    })?;
+    let op: Operation = req.operation.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "unknown operation `{}`: use one of compact, zorder, vacuum, checkpoint",
+            req.operation
+        ))
+    })?;
+    let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
+    if spec.paused {
+        return Err(ApiError::Conflict(format!(
+            "table `{name}` is paused: resume it first (POST /api/v1/tables/{name}/resume)"
+        )));
+    }
+    if !spec.operation_enabled(op) {
+        return Err(ApiError::Conflict(format!(
+            "{op} is disabled for table `{name}` in the inventory"
+        )));
+    }
+    let probe = rt.fleet.with_state(&name, |s| s.probe.clone()).flatten();
+    if let Some(reason) = planner::safety_gate(&spec, op, probe.as_ref()) {
+        return Err(ApiError::Conflict(format!("refused for table `{name}`: {reason}")));
+    }
+    let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual).await?;
+    tracing::info!(table = %name, operation = %op, job_id, created, "manual trigger accepted");
+    let job = rt
+        .store
+        .get_job(job_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal(format!("job {job_id} vanished after enqueue")))?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "created": created, "job": job }))))
+}
+
+pub async fn pause(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<TableView>, ApiError> {
+    set_paused(&rt, &name, &headers, true).await
+}
+
+pub async fn resume(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<TableView>, ApiError> {
+    set_paused(&rt, &name, &headers, false).await
+}
+
+async fn set_paused(rt: &Runtime, name: &str, headers: &HeaderMap, paused: bool) -> Result<Json<TableView>, ApiError> {
+    guard_mutation(rt, headers)?;
+    if rt.fleet.spec(name).is_none() {
+        return Err(unknown_table(name));
+    }
+    rt.store.set_paused(name, paused).await?;
+    rt.fleet.update_state(name, |s| s.paused_by_api = Some(paused));
+    tracing::info!(table = %name, paused, "pause state changed through the API");
+    rt.fleet
+        .view(name, Utc::now())
+        .map(Json)
+        .ok_or_else(|| unknown_table(name))
+}
+
+fn guard_mutation(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
+    require_admin(rt.admin_token.as_ref().map(|t| t.expose()), headers)?;
+    if !rt.accepting_mutations() {
+        return Err(ApiError::Unavailable(
+            "this replica is shutting down; retry against another replica".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn unknown_table(name: &str) -> ApiError {
+    ApiError::NotFound(format!("no table `{name}` in the inventory"))
+}

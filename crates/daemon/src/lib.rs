@@ -1,0 +1,55 @@
+//! tablekeeper: keeps a fleet of Delta Lake tables maintained. This crate is the binary's
+//! body: CLI, daemon configuration, planner, scheduler, workers, metrics and HTTP. The
+//! library crates do the rest: `tablekeeper-inventory` (what to maintain),
+//! `tablekeeper-store` (the job table), `tablekeeper-delta` (how to maintain a table).
+
+pub mod background;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod executor;
+pub mod fleet;
+pub mod http;
+pub mod logging;
+pub mod metrics;
+pub mod planner;
+pub mod runtime;
+pub mod scheduler;
+pub mod worker;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    // Pure, synchronous commands need no runtime.
+    match &cli.command {
+        Command::Validate { paths } => return commands::validate::run(paths),
+        Command::Schema => return commands::schema::run(),
+        _ => {}
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Run { config } => commands::run::run(config.as_deref()).await,
+            Command::Plan { config, inventory, format } => commands::plan::run(config, inventory, format).await,
+            Command::Maintain { inventory, table, operation, dry_run } => {
+                commands::maintain::run(&inventory, &table, &operation, dry_run).await
+            }
+            Command::Migrate { database_url } => commands::migrate::run(database_url).await,
+            Command::Demo { dir, listen, duration } => commands::demo::run(&dir, &listen, duration).await,
+            Command::Validate { .. } | Command::Schema => ExitCode::SUCCESS,
+        }
+    })
+}
