@@ -1,0 +1,655 @@
+//! The inventory's shape: which keys exist where, and reading one file's tree into drafts.
+//!
+//! A draft holds what a file says, value by value, with locations, and nothing else: no
+//! defaults, no rules that involve two keys (those are in `build.rs`) and no rules that
+//! involve two files (in `load.rs`). Every problem found while reading is recorded; this
+//! module must never stop at the first one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+
+use crate::error::Problem;
+use crate::model::{LogStore, Operation, Topology};
+use crate::schedule::Schedule;
+use crate::tree::{Loc, Node, Value};
+use crate::values::{self, TablePath};
+use crate::walk::{
+    read_bool, read_choice, read_count, read_duration, read_nonempty, read_schedule, read_size,
+    read_string_list, read_timezone, Block, Ctx, Field, Keys,
+};
+
+/// Keys of a file in the list shape.
+pub(crate) const FILE_KEYS: &[&str] = &["defaults", "tables"];
+/// Keys of a table.
+pub(crate) const TABLE_KEYS: &[&str] = &[
+    "name",
+    "path",
+    "owner",
+    "concurrency_key",
+    "writers",
+    "layout",
+    "retention",
+    "protocol",
+    "readers",
+    "maintenance",
+];
+pub(crate) const WRITERS_KEYS: &[&str] = &["topology", "log_store", "commit_budget_per_hour"];
+pub(crate) const LAYOUT_KEYS: &[&str] = &["partition_by", "optimize_write", "zorder"];
+pub(crate) const RETENTION_KEYS: &[&str] = &[
+    "deleted_file_retention",
+    "log_retention",
+    "allow_short_retention",
+];
+pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
+/// Keys of a table's `maintenance:` block.
+pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
+    "paused",
+    "timezone",
+    "max_attempts",
+    "timeout",
+    "compaction",
+    "zorder",
+    "vacuum",
+    "checkpoint",
+];
+/// Keys of the `defaults:` block: the maintenance keys that make sense fleet-wide.
+pub(crate) const DEFAULTS_KEYS: &[&str] = &[
+    "timezone",
+    "max_attempts",
+    "timeout",
+    "compaction",
+    "zorder",
+    "vacuum",
+    "checkpoint",
+];
+pub(crate) const COMPACTION_KEYS: &[&str] =
+    &["enabled", "schedule", "target_file_size", "min_small_files"];
+pub(crate) const ZORDER_KEYS: &[&str] = &["enabled", "schedule"];
+pub(crate) const VACUUM_KEYS: &[&str] = &["enabled", "schedule", "full_every"];
+pub(crate) const CHECKPOINT_KEYS: &[&str] =
+    &["enabled", "schedule", "max_commits_since_checkpoint"];
+
+/// The keys of an operation's block.
+pub(crate) fn operation_keys(op: Operation) -> &'static [&'static str] {
+    match op {
+        Operation::Compact => COMPACTION_KEYS,
+        Operation::Zorder => ZORDER_KEYS,
+        Operation::Vacuum => VACUUM_KEYS,
+        Operation::Checkpoint => CHECKPOINT_KEYS,
+    }
+}
+
+const OPERATIONS_NOTE: &str = "maintenance operations are compaction, zorder, vacuum, checkpoint";
+
+/// Table-level keys that belong one level down; users often flatten them.
+const TABLE_ELSEWHERE: &[(&str, &str)] = &[
+    ("topology", "write it under `writers:`"),
+    ("log_store", "write it under `writers:`"),
+    ("commit_budget_per_hour", "write it under `writers:`"),
+    ("partition_by", "write it under `layout:`"),
+    ("optimize_write", "write it under `layout:`"),
+    (
+        "zorder",
+        "write Z-order columns under `layout:` and its schedule under `maintenance:`",
+    ),
+    ("deleted_file_retention", "write it under `retention:`"),
+    ("log_retention", "write it under `retention:`"),
+    ("allow_short_retention", "write it under `retention:`"),
+    ("features", "write it under `protocol:`"),
+    ("paused", "write it under `maintenance:`"),
+    ("timezone", "write it under `maintenance:`"),
+    ("max_attempts", "write it under `maintenance:`"),
+    ("timeout", "write it under `maintenance:`"),
+    ("compaction", "write it under `maintenance:`"),
+    ("vacuum", "write it under `maintenance:`"),
+    ("checkpoint", "write it under `maintenance:`"),
+    (
+        "schedule",
+        "schedules belong to an operation: `maintenance.<operation>.schedule`",
+    ),
+    (
+        "tables",
+        "a file holds either a `tables:` list or a single table, not both",
+    ),
+    (
+        "defaults",
+        "a file holds either `defaults:` + `tables:` or a single table, not both",
+    ),
+];
+
+const DEFAULTS_ELSEWHERE: &[(&str, &str)] = &[(
+    "paused",
+    "pausing is per table: write `paused: true` under a table's `maintenance:`",
+)];
+
+const OP_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "target_file_size",
+        "only `compaction` takes `target_file_size`",
+    ),
+    (
+        "min_small_files",
+        "only `compaction` takes `min_small_files`",
+    ),
+    ("full_every", "only `vacuum` takes `full_every`"),
+    (
+        "max_commits_since_checkpoint",
+        "only `checkpoint` takes `max_commits_since_checkpoint`",
+    ),
+    (
+        "timezone",
+        "write it one level up, under `maintenance:` or `defaults:`",
+    ),
+    (
+        "timeout",
+        "write it one level up, under `maintenance:` or `defaults:`",
+    ),
+    (
+        "max_attempts",
+        "write it one level up, under `maintenance:` or `defaults:`",
+    ),
+];
+
+/// What one file says.
+#[derive(Debug, Default)]
+pub(crate) struct FileDraft {
+    /// The `defaults:` block and the location of its key.
+    pub defaults: Option<(Settings, Loc)>,
+    pub tables: Vec<TableDraft>,
+}
+
+/// Settings shared by `defaults:` and a table's `maintenance:`.
+#[derive(Debug, Default)]
+pub(crate) struct Settings {
+    pub paused: Option<bool>,
+    pub timezone: Option<Tz>,
+    pub max_attempts: Option<u32>,
+    pub timeout: Option<Duration>,
+    pub compaction: OperationDraft,
+    pub zorder: OperationDraft,
+    pub vacuum: OperationDraft,
+    pub checkpoint: OperationDraft,
+}
+
+impl Settings {
+    fn operation_mut(&mut self, op: Operation) -> &mut OperationDraft {
+        match op {
+            Operation::Compact => &mut self.compaction,
+            Operation::Zorder => &mut self.zorder,
+            Operation::Vacuum => &mut self.vacuum,
+            Operation::Checkpoint => &mut self.checkpoint,
+        }
+    }
+}
+
+/// One operation block; the operation-specific keys stay `Absent` where they do not apply.
+#[derive(Debug)]
+pub(crate) struct OperationDraft {
+    pub enabled: Field<bool>,
+    pub schedule: Option<Schedule>,
+    pub target_file_size: Option<u64>,
+    pub min_small_files: Option<u32>,
+    pub full_every: Option<u32>,
+    pub max_commits_since_checkpoint: Option<u64>,
+}
+
+impl Default for OperationDraft {
+    fn default() -> Self {
+        OperationDraft {
+            enabled: Field::Absent,
+            schedule: None,
+            target_file_size: None,
+            min_small_files: None,
+            full_every: None,
+            max_commits_since_checkpoint: None,
+        }
+    }
+}
+
+/// What a file says about one table.
+#[derive(Debug)]
+pub(crate) struct TableDraft {
+    pub file: PathBuf,
+    /// The table's mapping (its first key).
+    pub loc: Loc,
+    pub name: Field<String>,
+    pub path: Field<TablePath>,
+    pub owner: Field<String>,
+    pub concurrency_key: Field<String>,
+    pub topology: Field<Topology>,
+    pub log_store: Field<LogStore>,
+    pub commit_budget_per_hour: Option<u32>,
+    pub partition_by: Field<Vec<crate::walk::At<String>>>,
+    pub optimize_write: Option<bool>,
+    pub zorder: Field<Vec<crate::walk::At<String>>>,
+    pub deleted_file_retention: Field<Duration>,
+    pub log_retention: Field<Duration>,
+    pub allow_short_retention: Field<bool>,
+    pub features: Vec<String>,
+    pub readers: Vec<String>,
+    pub maintenance: Settings,
+}
+
+impl TableDraft {
+    /// The table's name if it was readable, for labelling problems.
+    pub fn label(&self) -> Option<String> {
+        self.name.get().cloned()
+    }
+}
+
+/// Reads one file's tree. `root` is `None` for an empty document, which holds no tables.
+pub(crate) fn check_file(
+    file: &Path,
+    root: Option<&Node>,
+    problems: &mut Vec<Problem>,
+) -> FileDraft {
+    let mut draft = FileDraft::default();
+    let Some(root) = root else {
+        return draft;
+    };
+    let mut ctx = Ctx {
+        file,
+        table: None,
+        problems,
+    };
+    let Value::Map(entries) = &root.value else {
+        ctx.error(
+            root.loc,
+            "",
+            format!(
+                "expected a mapping, found {}: a file holds either `tables:` (a list of tables, with \
+                 optional `defaults:`) or one table (`name:`, `path:`, `owner:`, ...)",
+                root.value.kind()
+            ),
+        );
+        return draft;
+    };
+    let keys: Vec<&str> = entries.iter().filter_map(|e| e.key.as_deref()).collect();
+    let list_shape = keys.iter().any(|k| FILE_KEYS.contains(k))
+        || (!keys.iter().any(|k| TABLE_KEYS.contains(k))
+            && keys
+                .iter()
+                .any(|k| crate::walk::did_you_mean(k, FILE_KEYS).is_some()));
+    if !list_shape {
+        if let Some(table) = check_table(&mut ctx, root) {
+            draft.tables.push(table);
+        }
+        return draft;
+    }
+    let Some(block) = Block::open(
+        &mut ctx,
+        root,
+        "",
+        Keys {
+            known: FILE_KEYS,
+            elsewhere: &[],
+            note: Some("table keys go into the entries of `tables:`"),
+        },
+    ) else {
+        return draft;
+    };
+    if let Some(node) = block.node("defaults") {
+        let key_loc = entries
+            .iter()
+            .find(|e| e.key.as_deref() == Some("defaults"))
+            .map_or(node.loc, |e| e.key_loc);
+        if let Some(settings) = check_settings(&mut ctx, node, "defaults", false) {
+            draft.defaults = Some((settings, key_loc));
+        }
+    }
+    if let Some(node) = block.node("tables") {
+        match &node.value {
+            Value::Seq(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    if let Value::Map(_) = item.value {
+                        if let Some(table) = check_table(&mut ctx, item) {
+                            draft.tables.push(table);
+                        }
+                    } else {
+                        ctx.error(
+                            item.loc,
+                            "tables",
+                            format!(
+                                "entry {} is {}: each entry of `tables` is a mapping with `name`, `path`, `owner`, ...",
+                                index + 1,
+                                item.value.kind()
+                            ),
+                        );
+                    }
+                }
+            }
+            other => ctx.error(
+                node.loc,
+                "tables",
+                format!(
+                    "expected a list of tables, found {}: write each table as a `- name: ...` entry",
+                    other.kind()
+                ),
+            ),
+        }
+    }
+    draft
+}
+
+/// Reads one table; `None` when the node is not a mapping (already reported).
+fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
+    // Label problems with the table's name as early as possible, even a name that breaks
+    // the naming rule: it is what the user searches for.
+    let label = match &node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .find(|e| e.key.as_deref() == Some("name"))
+            .and_then(|e| match &e.value.value {
+                Value::Str(s) if !s.trim().is_empty() => Some(s.clone()),
+                _ => None,
+            }),
+        _ => None,
+    };
+    let mut ctx = Ctx {
+        file: file_ctx.file,
+        table: label,
+        problems: &mut *file_ctx.problems,
+    };
+    let ctx = &mut ctx;
+    let block = Block::open(
+        ctx,
+        node,
+        "",
+        Keys {
+            known: TABLE_KEYS,
+            elsewhere: TABLE_ELSEWHERE,
+            note: None,
+        },
+    )?;
+
+    let name = required(
+        ctx,
+        &block,
+        "name",
+        "add a unique table name (letters, digits, `_`, `.`, `-`), e.g. `name: silver.events`",
+        |ctx, node, field| {
+            let name = read_nonempty(ctx, node, field)?;
+            values::check_table_name(&name)
+                .map_err(|m| ctx.error(node.loc, field, m))
+                .ok()?;
+            Some(name)
+        },
+    );
+    let path = required(
+        ctx,
+        &block,
+        "path",
+        "add the table's location, e.g. `path: s3://bucket/silver/events` or an absolute path",
+        |ctx, node, field| {
+            let text = read_nonempty(ctx, node, field)?;
+            values::parse_table_path(&text)
+                .map_err(|m| ctx.error(node.loc, field, m))
+                .ok()
+        },
+    );
+    let owner = required(
+        ctx,
+        &block,
+        "owner",
+        "add the team alerted when maintenance fails, e.g. `owner: data-platform`",
+        read_nonempty,
+    );
+    let concurrency_key = block.read(ctx, "concurrency_key", read_nonempty);
+
+    let mut draft = TableDraft {
+        file: ctx.file.to_path_buf(),
+        loc: node.loc,
+        name,
+        path,
+        owner,
+        concurrency_key,
+        topology: Field::Absent,
+        log_store: Field::Absent,
+        commit_budget_per_hour: None,
+        partition_by: Field::Absent,
+        optimize_write: None,
+        zorder: Field::Absent,
+        deleted_file_retention: Field::Absent,
+        log_retention: Field::Absent,
+        allow_short_retention: Field::Absent,
+        features: Vec::new(),
+        readers: Vec::new(),
+        maintenance: Settings::default(),
+    };
+
+    if let Some(writers) = sub_block(ctx, &block, "writers", WRITERS_KEYS, &[]) {
+        draft.topology = writers.read(ctx, "topology", |ctx, node, field| {
+            read_choice(
+                ctx,
+                node,
+                field,
+                &[
+                    ("single-writer", Topology::SingleWriter),
+                    ("multi-writer", Topology::MultiWriter),
+                ],
+            )
+        });
+        draft.log_store = writers.read(ctx, "log_store", |ctx, node, field| {
+            read_choice(
+                ctx,
+                node,
+                field,
+                &[
+                    ("conditional-put", LogStore::ConditionalPut),
+                    ("dynamodb", LogStore::Dynamodb),
+                ],
+            )
+        });
+        draft.commit_budget_per_hour = writers
+            .read(ctx, "commit_budget_per_hour", |ctx, node, field| {
+                read_u32(ctx, node, field, 1, "a budget of 0 commits per hour forbids every write: remove the key or set at least 1")
+            })
+            .get()
+            .copied();
+    }
+    if let Some(layout) = sub_block(ctx, &block, "layout", LAYOUT_KEYS, &[]) {
+        draft.partition_by = layout.read(ctx, "partition_by", read_string_list);
+        draft.optimize_write = layout.read(ctx, "optimize_write", read_bool).get().copied();
+        draft.zorder = layout.read(ctx, "zorder", read_string_list);
+    }
+    if let Some(retention) = sub_block(ctx, &block, "retention", RETENTION_KEYS, &[]) {
+        draft.deleted_file_retention = retention.read(ctx, "deleted_file_retention", read_duration);
+        draft.log_retention = retention.read(ctx, "log_retention", read_duration);
+        draft.allow_short_retention = retention.read(ctx, "allow_short_retention", read_bool);
+    }
+    if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
+        draft.features = plain_list(protocol.read(ctx, "features", read_string_list));
+    }
+    draft.readers = plain_list(block.read(ctx, "readers", read_string_list));
+    if let Some(node) = block.node("maintenance") {
+        if let Some(settings) = check_settings(ctx, node, "maintenance", true) {
+            draft.maintenance = settings;
+        }
+    }
+    Some(draft)
+}
+
+/// Reads a required key: absent or null is a problem at the table's mapping.
+fn required<'n, T>(
+    ctx: &mut Ctx<'_>,
+    block: &Block<'n>,
+    key: &str,
+    how: &str,
+    read: impl FnOnce(&mut Ctx<'_>, &'n Node, &str) -> Option<T>,
+) -> Field<T> {
+    let field = block.read(ctx, key, read);
+    if matches!(field, Field::Absent) {
+        ctx.error(
+            block.loc,
+            key,
+            format!("missing required key `{key}`: {how}"),
+        );
+    }
+    field
+}
+
+fn sub_block<'n>(
+    ctx: &mut Ctx<'_>,
+    parent: &Block<'n>,
+    key: &str,
+    known: &'static [&'static str],
+    elsewhere: &'static [(&'static str, &'static str)],
+) -> Option<Block<'n>> {
+    let node = parent.node(key)?;
+    Block::open(
+        ctx,
+        node,
+        &parent.field(key),
+        Keys {
+            known,
+            elsewhere,
+            note: None,
+        },
+    )
+}
+
+fn plain_list(field: Field<Vec<crate::walk::At<String>>>) -> Vec<String> {
+    match field {
+        Field::Set(at) => at.value.into_iter().map(|item| item.value).collect(),
+        Field::Absent | Field::Invalid => Vec::new(),
+    }
+}
+
+fn read_u32(ctx: &mut Ctx<'_>, node: &Node, field: &str, min: u32, why_min: &str) -> Option<u32> {
+    read_count(ctx, node, field, min.into(), u32::MAX.into(), why_min)
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+/// Reads `defaults:` (`table_level` false) or a table's `maintenance:` (true).
+fn check_settings(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+    path: &str,
+    table_level: bool,
+) -> Option<Settings> {
+    let block = Block::open(
+        ctx,
+        node,
+        path,
+        Keys {
+            known: if table_level {
+                MAINTENANCE_KEYS
+            } else {
+                DEFAULTS_KEYS
+            },
+            elsewhere: if table_level { &[] } else { DEFAULTS_ELSEWHERE },
+            note: Some(OPERATIONS_NOTE),
+        },
+    )?;
+    let mut settings = Settings {
+        paused: block.read(ctx, "paused", read_bool).get().copied(),
+        timezone: block.read(ctx, "timezone", read_timezone).get().copied(),
+        max_attempts: block
+            .read(ctx, "max_attempts", |ctx, node, field| {
+                read_u32(
+                    ctx,
+                    node,
+                    field,
+                    1,
+                    "a job needs at least one attempt: set `max_attempts` to 1 or more",
+                )
+            })
+            .get()
+            .copied(),
+        timeout: block
+            .read(ctx, "timeout", |ctx, node, field| {
+                let timeout = read_duration(ctx, node, field)?;
+                if timeout.is_zero() {
+                    ctx.error(
+                        node.loc,
+                        field,
+                        "a zero timeout stops every job at once: set e.g. `2h`",
+                    );
+                    return None;
+                }
+                Some(timeout)
+            })
+            .get()
+            .copied(),
+        ..Settings::default()
+    };
+    for op in Operation::ALL {
+        let key = op.inventory_key();
+        let Some(node) = block.node(key) else {
+            continue;
+        };
+        let Some(op_block) = Block::open(
+            ctx,
+            node,
+            &block.field(key),
+            Keys {
+                known: operation_keys(op),
+                elsewhere: OP_ELSEWHERE,
+                note: None,
+            },
+        ) else {
+            continue;
+        };
+        let draft = settings.operation_mut(op);
+        draft.enabled = op_block.read(ctx, "enabled", read_bool);
+        draft.schedule = op_block.read(ctx, "schedule", read_schedule).get().cloned();
+        match op {
+            Operation::Compact => {
+                draft.target_file_size = op_block
+                    .read(ctx, "target_file_size", |ctx, node, field| {
+                        let size = read_size(ctx, node, field)?;
+                        if size == 0 {
+                            ctx.error(
+                                node.loc,
+                                field,
+                                "a target file size of 0 bytes is meaningless: write e.g. `512MiB`",
+                            );
+                            return None;
+                        }
+                        Some(size)
+                    })
+                    .get()
+                    .copied();
+                draft.min_small_files = op_block
+                    .read(ctx, "min_small_files", |ctx, node, field| {
+                        read_u32(ctx, node, field, 1, "compaction needs at least one small file to rewrite: set `min_small_files` to 1 or more (default 10)")
+                    })
+                    .get()
+                    .copied();
+            }
+            Operation::Vacuum => {
+                draft.full_every = op_block
+                    .read(ctx, "full_every", |ctx, node, field| {
+                        read_u32(
+                            ctx,
+                            node,
+                            field,
+                            1,
+                            "`full_every: 1` makes every VACUUM a full listing; 0 has no meaning",
+                        )
+                    })
+                    .get()
+                    .copied();
+            }
+            Operation::Checkpoint => {
+                draft.max_commits_since_checkpoint = op_block
+                    .read(ctx, "max_commits_since_checkpoint", |ctx, node, field| {
+                        read_count(
+                            ctx,
+                            node,
+                            field,
+                            1,
+                            u64::MAX,
+                            "set at least 1 commit (default 100)",
+                        )
+                    })
+                    .get()
+                    .copied();
+            }
+            Operation::Zorder => {}
+        }
+    }
+    Some(settings)
+}

@@ -1,0 +1,344 @@
+//! The checked inventory: plain, fully defaulted, validated values.
+//!
+//! Everything the daemon reads about a table comes from these types. They are built only by
+//! the checks in `check.rs` (there is no public constructor path from unchecked input), so a
+//! [`TableSpec`] always holds a valid schedule, a supported path and a retention window that
+//! passed the safety rules. This module must never parse YAML or apply defaults itself.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::UnknownOperation;
+use crate::schedule::Schedule;
+
+/// A maintenance operation; the shared vocabulary of inventory, job table, metrics and CLI.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// OPTIMIZE: rewrite small files into files near `compaction.target_file_size`.
+    Compact,
+    /// OPTIMIZE ZORDER BY `layout.zorder`.
+    Zorder,
+    /// VACUUM: delete files no version inside the retention window references.
+    Vacuum,
+    /// Write a checkpoint so readers need not replay many JSON commits.
+    Checkpoint,
+}
+
+impl Operation {
+    /// Every operation, in the order tables list them.
+    pub const ALL: [Operation; 4] = [
+        Operation::Compact,
+        Operation::Zorder,
+        Operation::Vacuum,
+        Operation::Checkpoint,
+    ];
+
+    /// The name used in the job table, metric labels and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Compact => "compact",
+            Operation::Zorder => "zorder",
+            Operation::Vacuum => "vacuum",
+            Operation::Checkpoint => "checkpoint",
+        }
+    }
+
+    /// The block under a table's `maintenance:` (and under `defaults:`) that configures
+    /// this operation. Compaction's block is `compaction`, not `compact`.
+    pub fn inventory_key(self) -> &'static str {
+        match self {
+            Operation::Compact => "compaction",
+            Operation::Zorder => "zorder",
+            Operation::Vacuum => "vacuum",
+            Operation::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Operation {
+    type Err = UnknownOperation;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Operation::ALL
+            .into_iter()
+            .find(|op| op.as_str() == s)
+            .ok_or_else(|| UnknownOperation(s.to_string()))
+    }
+}
+
+/// A loaded, validated inventory.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Inventory {
+    /// Every table, in the order of `sources`, then of declaration within a file.
+    pub tables: Vec<TableSpec>,
+    /// The files read, in the order they were read.
+    pub sources: Vec<PathBuf>,
+}
+
+impl Inventory {
+    /// The table with this name.
+    pub fn table(&self, name: &str) -> Option<&TableSpec> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}
+
+/// One table and everything tablekeeper does to it, defaults applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableSpec {
+    /// Unique name, `[A-Za-z0-9_.-]+`; used in metric labels and the job table.
+    pub name: String,
+    /// Table location as written, scheme lowercased and trailing slashes removed: an
+    /// absolute path or a file://, s3://, gs://, az://, abfss:// URL.
+    pub path: String,
+    /// Who gets alerted when maintenance fails or falls behind.
+    pub owner: String,
+    /// Jobs with the same key never run at the same time; default `table:<name>`.
+    pub concurrency_key: String,
+    /// Zone the schedules are read in.
+    #[serde(serialize_with = "serialize_tz")]
+    pub timezone: chrono_tz::Tz,
+    /// Who else commits to the table.
+    pub writers: Writers,
+    /// Physical layout.
+    pub layout: Layout,
+    /// How long removed files and log entries are kept.
+    pub retention: Retention,
+    /// Protocol features the table is expected to have.
+    pub protocol: ProtocolSpec,
+    /// Reader engines that must keep working (informational, shown in drift reports).
+    pub readers: Vec<String>,
+    /// When true, nothing is scheduled for the table.
+    pub paused: bool,
+    /// Attempts per job before it is marked failed.
+    pub max_attempts: u32,
+    /// Longest one attempt may run.
+    #[serde(serialize_with = "serialize_duration")]
+    pub timeout: Duration,
+    /// OPTIMIZE (bin-packing).
+    pub compaction: CompactionSpec,
+    /// OPTIMIZE ZORDER BY.
+    pub zorder: ZorderSpec,
+    /// VACUUM.
+    pub vacuum: VacuumSpec,
+    /// Checkpoints.
+    pub checkpoint: CheckpointSpec,
+    /// Where the table is declared.
+    pub source: SourceRef,
+}
+
+impl TableSpec {
+    /// Whether the operation's block is enabled (regardless of `paused`).
+    pub fn operation_enabled(&self, op: Operation) -> bool {
+        match op {
+            Operation::Compact => self.compaction.enabled,
+            Operation::Zorder => self.zorder.enabled,
+            Operation::Vacuum => self.vacuum.enabled,
+            Operation::Checkpoint => self.checkpoint.enabled,
+        }
+    }
+
+    /// The operation's schedule, read in [`TableSpec::timezone`].
+    pub fn schedule(&self, op: Operation) -> &Schedule {
+        match op {
+            Operation::Compact => &self.compaction.schedule,
+            Operation::Zorder => &self.zorder.schedule,
+            Operation::Vacuum => &self.vacuum.schedule,
+            Operation::Checkpoint => &self.checkpoint.schedule,
+        }
+    }
+}
+
+/// Who commits to a table besides tablekeeper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Writers {
+    /// One writer, or several concurrent ones.
+    pub topology: Topology,
+    /// The commit protocol the table's other writers use on S3; declared, required for
+    /// multi-writer s3:// tables.
+    pub log_store: Option<LogStore>,
+    /// Commits per hour the table's writers are expected to stay under.
+    pub commit_budget_per_hour: Option<u32>,
+}
+
+/// How many processes commit to a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// One writer (plus tablekeeper's maintenance commits).
+    SingleWriter,
+    /// Several writers commit concurrently; maintenance may conflict with them.
+    MultiWriter,
+}
+
+/// The commit protocol of an S3 table's writers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogStore {
+    /// S3 conditional put (`If-None-Match`), what deltalake 1.x uses: tablekeeper can
+    /// commit safely alongside these writers.
+    ConditionalPut,
+    /// Spark's `S3DynamoDBLogStore` (DynamoDB lock table). deltalake 1.x dropped DynamoDB
+    /// locking, and mixing the two protocols can lose commits: the daemon must not commit
+    /// to such a table.
+    Dynamodb,
+}
+
+/// Physical layout of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    /// Partition columns.
+    pub partition_by: Vec<String>,
+    /// Whether writers are configured for optimized writes.
+    pub optimize_write: bool,
+    /// Z-order columns; never a partition column.
+    pub zorder: Vec<String>,
+}
+
+/// Retention windows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retention {
+    /// VACUUM keeps removed files this long; at least 168h unless
+    /// `allow_short_retention`.
+    #[serde(serialize_with = "serialize_duration")]
+    pub deleted_file_retention: Duration,
+    /// Log entries are kept this long; never shorter than `deleted_file_retention`.
+    #[serde(serialize_with = "serialize_duration")]
+    pub log_retention: Duration,
+    /// Allows `deleted_file_retention` below 168h.
+    pub allow_short_retention: bool,
+}
+
+/// Declared protocol features.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProtocolSpec {
+    /// Table features the table is expected to have (`changeDataFeed`, `deletionVectors`).
+    pub features: Vec<String>,
+}
+
+/// Compaction (OPTIMIZE) settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompactionSpec {
+    /// Whether compaction is scheduled.
+    pub enabled: bool,
+    /// When it runs.
+    pub schedule: Schedule,
+    /// Target file size in bytes.
+    pub target_file_size: u64,
+    /// A compaction runs only when at least this many small files exist.
+    pub min_small_files: u32,
+}
+
+/// Z-order settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ZorderSpec {
+    /// Whether Z-ordering is scheduled; only ever true with `layout.zorder` columns.
+    pub enabled: bool,
+    /// When it runs.
+    pub schedule: Schedule,
+}
+
+/// VACUUM settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VacuumSpec {
+    /// Whether VACUUM is scheduled.
+    pub enabled: bool,
+    /// When it runs.
+    pub schedule: Schedule,
+    /// Every Nth VACUUM lists the table directory (`VacuumMode::Full`) to reclaim files no
+    /// log entry references (left by failed writes); the others read only the log. 1 means
+    /// every VACUUM is full.
+    pub full_every: u32,
+}
+
+/// Checkpoint settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointSpec {
+    /// Whether checkpointing is scheduled.
+    pub enabled: bool,
+    /// When it runs.
+    pub schedule: Schedule,
+    /// A checkpoint is written once this many commits happened since the last one.
+    pub max_commits_since_checkpoint: u64,
+}
+
+/// Where a table is declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceRef {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line of the table's first key.
+    pub line: usize,
+    /// 1-based column of the table's first key.
+    pub column: usize,
+}
+
+impl fmt::Display for SourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
+fn serialize_tz<S: Serializer>(tz: &chrono_tz::Tz, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(tz.name())
+}
+
+fn serialize_duration<S: Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&humantime::format_duration(*d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_round_trip_through_their_names() {
+        for op in Operation::ALL {
+            assert_eq!(op.as_str().parse::<Operation>().unwrap(), op);
+            assert_eq!(op.to_string(), op.as_str());
+            let json = serde_json::to_string(&op).unwrap();
+            assert_eq!(json, format!("\"{}\"", op.as_str()));
+            assert_eq!(serde_json::from_str::<Operation>(&json).unwrap(), op);
+        }
+        let err = "compaction".parse::<Operation>().unwrap_err().to_string();
+        assert!(err.contains("compact, zorder, vacuum, checkpoint"), "{err}");
+    }
+
+    #[test]
+    fn topology_and_log_store_use_kebab_case() {
+        assert_eq!(
+            serde_json::to_string(&Topology::MultiWriter).unwrap(),
+            "\"multi-writer\""
+        );
+        assert_eq!(
+            serde_json::to_string(&LogStore::ConditionalPut).unwrap(),
+            "\"conditional-put\""
+        );
+        assert_eq!(
+            serde_json::to_string(&LogStore::Dynamodb).unwrap(),
+            "\"dynamodb\""
+        );
+    }
+}

@@ -1,0 +1,1133 @@
+//! Every validation rule of the inventory, through the public API: a bad inventory must
+//! produce a problem at the right file, line and column, naming the table and key path,
+//! with a message that says how to fix it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tablekeeper_inventory::{Inventory, LoadError, LogStore, Operation, Problem, Topology};
+
+/// Joins lines with `\n`, so that line N of the inventory is `lines[N - 1]`.
+fn yaml(lines: &[&str]) -> String {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}
+
+fn problems_of(text: &str) -> Vec<Problem> {
+    match Inventory::parse(Path::new("inv.yaml"), text) {
+        Err(LoadError::Invalid(problems)) => problems,
+        Err(other) => panic!("expected problems, got {other}"),
+        Ok(inv) => panic!("expected problems, got a valid inventory: {inv:#?}"),
+    }
+}
+
+fn valid(text: &str) -> Inventory {
+    match Inventory::parse(Path::new("inv.yaml"), text) {
+        Ok(inventory) => inventory,
+        Err(e) => panic!("expected a valid inventory, got:\n{e}"),
+    }
+}
+
+/// Asserts that a problem exists at `line:column` for `table` and `field` whose message
+/// contains `fragment`, and returns it.
+#[track_caller]
+fn expect(
+    problems: &[Problem],
+    line: usize,
+    column: usize,
+    table: Option<&str>,
+    field: Option<&str>,
+    fragment: &str,
+) -> Problem {
+    let found = problems.iter().find(|p| {
+        p.line == line
+            && p.column == column
+            && p.table.as_deref() == table
+            && p.field.as_deref() == field
+            && p.message.contains(fragment)
+    });
+    match found {
+        Some(p) => p.clone(),
+        None => panic!(
+            "no problem at {line}:{column} table {table:?} field {field:?} containing {fragment:?}; got:\n{}",
+            problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n")
+        ),
+    }
+}
+
+/// A one-table inventory with extra lines appended to the table (indented 4 spaces).
+fn table_with(extra: &[&str]) -> String {
+    let mut lines = vec![
+        "tables:",
+        "  - name: silver.events",
+        "    path: s3://lake/silver/events",
+        "    owner: data-platform",
+    ];
+    lines.extend_from_slice(extra);
+    yaml(&lines)
+}
+
+const T: Option<&str> = Some("silver.events");
+
+#[test]
+fn problem_renders_in_the_contract_format() {
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: 2d",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        31,
+        T,
+        Some("retention.deleted_file_retention"),
+        "168h",
+    );
+    assert_eq!(
+        p.to_string(),
+        format!(
+            "inv.yaml:6:31: error: table `silver.events`: `retention.deleted_file_retention`: {}",
+            p.message
+        )
+    );
+    assert!(
+        p.message.contains(
+            "set `retention.allow_short_retention: true` or raise `deleted_file_retention` to at least 168h"
+        ),
+        "{}",
+        p.message
+    );
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+}
+
+#[test]
+fn problems_outside_a_table_have_no_table_part() {
+    let problems = problems_of(&yaml(&["tabels: []"]));
+    let p = expect(
+        &problems,
+        1,
+        1,
+        None,
+        Some("tabels"),
+        "did you mean `tables`?",
+    );
+    assert_eq!(
+        p.to_string(),
+        format!("inv.yaml:1:1: error: `tabels`: {}", p.message)
+    );
+}
+
+#[test]
+fn missing_required_keys() {
+    let problems = problems_of(&yaml(&[
+        "tables:",
+        "  - name: a",
+        "  - path: /data/b",
+        "    owner: x",
+    ]));
+    expect(
+        &problems,
+        2,
+        5,
+        Some("a"),
+        Some("path"),
+        "missing required key `path`",
+    );
+    expect(
+        &problems,
+        2,
+        5,
+        Some("a"),
+        Some("owner"),
+        "missing required key `owner`",
+    );
+    expect(
+        &problems,
+        3,
+        5,
+        None,
+        Some("name"),
+        "missing required key `name`",
+    );
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+}
+
+#[test]
+fn null_or_empty_required_keys_are_missing() {
+    let problems = problems_of(&yaml(&["name: a", "path:", "owner: ''"]));
+    expect(
+        &problems,
+        1,
+        1,
+        Some("a"),
+        Some("path"),
+        "missing required key `path`",
+    );
+    expect(&problems, 3, 8, Some("a"), Some("owner"), "empty");
+}
+
+#[test]
+fn table_names_must_be_plain_tokens() {
+    let problems = problems_of(&yaml(&["name: silver events", "path: /data/t", "owner: x"]));
+    expect(
+        &problems,
+        1,
+        7,
+        Some("silver events"),
+        Some("name"),
+        "may only use letters, digits",
+    );
+}
+
+#[test]
+fn a_name_must_be_a_string() {
+    let problems = problems_of(&yaml(&["name: 2024", "path: /data/t", "owner: x"]));
+    expect(&problems, 1, 7, None, Some("name"), "put it in quotes");
+}
+
+#[test]
+fn duplicate_names_in_one_file() {
+    let problems = problems_of(&yaml(&[
+        "tables:",
+        "  - name: a",
+        "    path: /data/a",
+        "    owner: x",
+        "  - name: a",
+        "    path: /data/b",
+        "    owner: x",
+    ]));
+    let p = expect(
+        &problems,
+        5,
+        11,
+        Some("a"),
+        Some("name"),
+        "already used at inv.yaml:2:11",
+    );
+    assert!(p.message.contains("rename one"), "{}", p.message);
+    assert_eq!(problems.len(), 1);
+}
+
+#[test]
+fn duplicate_paths_are_compared_normalized() {
+    let problems = problems_of(&yaml(&[
+        "tables:",
+        "  - name: a",
+        "    path: s3://lake/t",
+        "    owner: x",
+        "  - name: b",
+        "    path: S3://lake/t/",
+        "    owner: x",
+        "  - name: c",
+        "    path: file:///data//c/",
+        "    owner: x",
+        "  - name: d",
+        "    path: /data/./c",
+        "    owner: x",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        11,
+        Some("b"),
+        Some("path"),
+        "already used by table `a` at inv.yaml:3:11",
+    );
+    assert!(p.message.contains("two compactions"), "{}", p.message);
+    expect(
+        &problems,
+        12,
+        11,
+        Some("d"),
+        Some("path"),
+        "already used by table `c` at inv.yaml:9:11",
+    );
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+}
+
+#[test]
+fn paths_must_be_absolute_or_supported_urls() {
+    let problems = problems_of(&yaml(&[
+        "tables:",
+        "  - name: a",
+        "    path: data/a",
+        "    owner: x",
+        "  - name: b",
+        "    path: s3a://lake/b",
+        "    owner: x",
+        "  - name: c",
+        "    path: hdfs://nn/c",
+        "    owner: x",
+    ]));
+    expect(&problems, 3, 11, Some("a"), Some("path"), "relative path");
+    expect(&problems, 6, 11, Some("b"), Some("path"), "`s3://`");
+    expect(
+        &problems,
+        9,
+        11,
+        Some("c"),
+        Some("path"),
+        "file://, s3://, gs://, az:// or abfss://",
+    );
+}
+
+#[test]
+fn bad_cron() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      compaction: { schedule: \"0 2 * *\" }",
+        "      vacuum:",
+        "        schedule: \"0 0 1 * MON\"",
+    ]));
+    expect(
+        &problems,
+        6,
+        31,
+        T,
+        Some("maintenance.compaction.schedule"),
+        "has 4 fields",
+    );
+    expect(
+        &problems,
+        8,
+        19,
+        T,
+        Some("maintenance.vacuum.schedule"),
+        "both day-of-month and day-of-week",
+    );
+}
+
+#[test]
+fn bad_duration() {
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      log_retention: 30 days please",
+        "    maintenance:",
+        "      timeout: 7",
+    ]));
+    expect(
+        &problems,
+        6,
+        22,
+        T,
+        Some("retention.log_retention"),
+        "interval 7 days",
+    );
+    expect(
+        &problems,
+        8,
+        16,
+        T,
+        Some("maintenance.timeout"),
+        "has no unit",
+    );
+}
+
+#[test]
+fn bad_size() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      compaction:",
+        "        target_file_size: huge",
+    ]));
+    expect(
+        &problems,
+        7,
+        27,
+        T,
+        Some("maintenance.compaction.target_file_size"),
+        "512MiB",
+    );
+}
+
+#[test]
+fn bad_timezone() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      timezone: Europe/Berlinn",
+    ]));
+    expect(
+        &problems,
+        6,
+        17,
+        T,
+        Some("maintenance.timezone"),
+        "did you mean `Europe/Berlin`?",
+    );
+}
+
+#[test]
+fn short_retention_needs_allow_short_retention() {
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: 48h",
+    ]));
+    expect(
+        &problems,
+        6,
+        31,
+        T,
+        Some("retention.deleted_file_retention"),
+        "allow_short_retention: true",
+    );
+    let inv = valid(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: interval 2 days",
+        "      allow_short_retention: true",
+    ]));
+    assert_eq!(
+        inv.tables[0].retention.deleted_file_retention,
+        Duration::from_secs(2 * 86_400)
+    );
+    assert!(inv.tables[0].retention.allow_short_retention);
+}
+
+#[test]
+fn log_retention_shorter_than_file_retention() {
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: 14d",
+        "      log_retention: 10d",
+    ]));
+    let p = expect(
+        &problems,
+        7,
+        22,
+        T,
+        Some("retention.log_retention"),
+        "time travel",
+    );
+    assert!(
+        p.message
+            .contains("raise `log_retention` to at least 14days"),
+        "{}",
+        p.message
+    );
+    // against the 30-day default log retention
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: 60d",
+    ]));
+    expect(
+        &problems,
+        6,
+        31,
+        T,
+        Some("retention.deleted_file_retention"),
+        "shorter than",
+    );
+}
+
+#[test]
+fn zorder_must_not_name_a_partition_column() {
+    let problems = problems_of(&table_with(&[
+        "    layout:",
+        "      partition_by: [event_date]",
+        "      zorder: [eventType, event_date]",
+    ]));
+    expect(
+        &problems,
+        7,
+        27,
+        T,
+        Some("layout.zorder"),
+        "`event_date` is a partition column",
+    );
+    assert_eq!(problems.len(), 1);
+}
+
+#[test]
+fn zorder_enabled_without_columns() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      zorder: { enabled: true }",
+    ]));
+    expect(
+        &problems,
+        6,
+        26,
+        T,
+        Some("maintenance.zorder.enabled"),
+        "names no columns",
+    );
+}
+
+#[test]
+fn multi_writer_s3_needs_a_log_store() {
+    let problems = problems_of(&table_with(&[
+        "    writers:",
+        "      topology: multi-writer",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        17,
+        T,
+        Some("writers.topology"),
+        "must declare `writers.log_store`",
+    );
+    assert!(p.message.contains("conditional put"), "{}", p.message);
+    assert!(p.message.contains("lose commits"), "{}", p.message);
+    let inv = valid(&table_with(&[
+        "    writers:",
+        "      topology: multi-writer",
+        "      log_store: conditional-put",
+    ]));
+    assert_eq!(inv.tables[0].writers.topology, Topology::MultiWriter);
+    assert_eq!(
+        inv.tables[0].writers.log_store,
+        Some(LogStore::ConditionalPut)
+    );
+    // other stores have atomic put-if-absent: no log store needed, and none allowed
+    valid(&yaml(&[
+        "name: g",
+        "path: gs://lake/g",
+        "owner: x",
+        "writers: { topology: multi-writer }",
+    ]));
+    let problems = problems_of(&yaml(&[
+        "name: g",
+        "path: gs://lake/g",
+        "owner: x",
+        "writers: { log_store: dynamodb }",
+    ]));
+    expect(
+        &problems,
+        4,
+        23,
+        Some("g"),
+        Some("writers.log_store"),
+        "only applies to s3://",
+    );
+}
+
+#[test]
+fn unknown_topology_and_log_store_values_list_the_allowed_ones() {
+    let problems = problems_of(&table_with(&[
+        "    writers:",
+        "      topology: many-writers",
+        "      log_store: zookeeper",
+    ]));
+    expect(
+        &problems,
+        6,
+        17,
+        T,
+        Some("writers.topology"),
+        "allowed values are single-writer, multi-writer",
+    );
+    expect(
+        &problems,
+        7,
+        18,
+        T,
+        Some("writers.log_store"),
+        "allowed values are conditional-put, dynamodb",
+    );
+}
+
+#[test]
+fn unknown_operation_block_suggests_and_lists_operations() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      compcation: { enabled: false }",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        7,
+        T,
+        Some("maintenance.compcation"),
+        "did you mean `compaction`?",
+    );
+    assert!(
+        p.message.contains("compaction, zorder, vacuum, checkpoint"),
+        "{}",
+        p.message
+    );
+}
+
+#[test]
+fn unknown_keys_anywhere_with_did_you_mean() {
+    let problems = problems_of(&yaml(&[
+        "defaults:",
+        "  vacuum: { full_evry: 2 }",
+        "tables:",
+        "  - name: a",
+        "    path: /data/a",
+        "    owners: x",
+        "    retention:",
+        "      colour: blue",
+    ]));
+    expect(
+        &problems,
+        2,
+        13,
+        None,
+        Some("defaults.vacuum.full_evry"),
+        "did you mean `full_every`?",
+    );
+    expect(
+        &problems,
+        6,
+        5,
+        Some("a"),
+        Some("owners"),
+        "did you mean `owner`?",
+    );
+    expect(
+        &problems,
+        4,
+        5,
+        Some("a"),
+        Some("owner"),
+        "missing required key",
+    );
+    expect(
+        &problems,
+        8,
+        7,
+        Some("a"),
+        Some("retention.colour"),
+        "allowed keys are deleted_file_retention, log_retention, allow_short_retention",
+    );
+}
+
+#[test]
+fn misplaced_keys_say_where_they_belong() {
+    let problems = problems_of(&table_with(&[
+        "    deleted_file_retention: 7d",
+        "    schedule: \"@daily\"",
+    ]));
+    expect(
+        &problems,
+        5,
+        5,
+        T,
+        Some("deleted_file_retention"),
+        "under `retention:`",
+    );
+    expect(
+        &problems,
+        6,
+        5,
+        T,
+        Some("schedule"),
+        "maintenance.<operation>.schedule",
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_are_located() {
+    let problems = problems_of(&yaml(&["tables:", "  - name: [a, b", "    path: /x"]));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert!(p.message.starts_with("invalid YAML"), "{p}");
+    assert!(p.line >= 2, "{p}");
+    assert_eq!(p.table, None);
+    assert_eq!(p.field, None);
+}
+
+#[test]
+fn wrong_types() {
+    let problems = problems_of(&table_with(&[
+        "    layout:",
+        "      partition_by: event_date",
+        "      optimize_write: yes",
+        "    readers: {spark: 4}",
+        "    maintenance:",
+        "      max_attempts: \"3\"",
+        "      paused: 1",
+        "      vacuum: weekly",
+    ]));
+    expect(
+        &problems,
+        6,
+        21,
+        T,
+        Some("layout.partition_by"),
+        "write `[event_date]`",
+    );
+    expect(
+        &problems,
+        7,
+        23,
+        T,
+        Some("layout.optimize_write"),
+        "expected `true` or `false`, found `yes`",
+    );
+    expect(
+        &problems,
+        8,
+        14,
+        T,
+        Some("readers"),
+        "expected a list of strings, found a mapping",
+    );
+    expect(
+        &problems,
+        10,
+        21,
+        T,
+        Some("maintenance.max_attempts"),
+        "without quotes",
+    );
+    expect(
+        &problems,
+        11,
+        15,
+        T,
+        Some("maintenance.paused"),
+        "expected `true` or `false`, found a number",
+    );
+    expect(
+        &problems,
+        12,
+        15,
+        T,
+        Some("maintenance.vacuum"),
+        "expected a mapping with keys enabled, schedule, full_every",
+    );
+}
+
+#[test]
+fn zero_counts_are_refused() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      max_attempts: 0",
+        "      compaction: { min_small_files: 0 }",
+        "      vacuum: { full_every: 0 }",
+        "      checkpoint: { max_commits_since_checkpoint: 0 }",
+    ]));
+    expect(
+        &problems,
+        6,
+        21,
+        T,
+        Some("maintenance.max_attempts"),
+        "at least one attempt",
+    );
+    expect(
+        &problems,
+        7,
+        38,
+        T,
+        Some("maintenance.compaction.min_small_files"),
+        "at least one small file",
+    );
+    expect(
+        &problems,
+        8,
+        29,
+        T,
+        Some("maintenance.vacuum.full_every"),
+        "`full_every: 1`",
+    );
+    expect(
+        &problems,
+        9,
+        51,
+        T,
+        Some("maintenance.checkpoint.max_commits_since_checkpoint"),
+        "at least 1",
+    );
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+}
+
+#[test]
+fn repeated_keys_are_reported() {
+    let problems = problems_of(&yaml(&["name: a", "path: /data/a", "owner: x", "owner: y"]));
+    expect(
+        &problems,
+        4,
+        1,
+        Some("a"),
+        Some("owner"),
+        "set twice in this mapping (first at line 3)",
+    );
+}
+
+#[test]
+fn several_problems_in_one_file_are_all_reported_in_order() {
+    let problems = problems_of(&yaml(&[
+        "tables:",
+        "  - name: a",
+        "    path: relative/a",
+        "    owner: x",
+        "    maintenance:",
+        "      compaction: { schedule: never }",
+        "  - name: b",
+        "    path: /data/b",
+        "    ownr: y",
+        "    retention: { deleted_file_retention: 1d }",
+    ]));
+    let lines: Vec<(usize, usize)> = problems.iter().map(|p| (p.line, p.column)).collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted, "problems must be sorted by line and column");
+    expect(&problems, 3, 11, Some("a"), Some("path"), "relative");
+    expect(
+        &problems,
+        6,
+        31,
+        Some("a"),
+        Some("maintenance.compaction.schedule"),
+        "1 fields",
+    );
+    expect(
+        &problems,
+        7,
+        5,
+        Some("b"),
+        Some("owner"),
+        "missing required key",
+    );
+    expect(
+        &problems,
+        9,
+        5,
+        Some("b"),
+        Some("ownr"),
+        "did you mean `owner`?",
+    );
+    expect(
+        &problems,
+        10,
+        42,
+        Some("b"),
+        Some("retention.deleted_file_retention"),
+        "168h",
+    );
+    assert_eq!(problems.len(), 5, "{problems:#?}");
+}
+
+#[test]
+fn empty_files_hold_no_tables() {
+    assert!(valid("").tables.is_empty());
+    assert!(valid("# placeholder\n").tables.is_empty());
+    assert!(valid("tables: []\n").tables.is_empty());
+}
+
+#[test]
+fn a_file_that_is_not_a_mapping() {
+    let problems = problems_of(&yaml(&["- name: a", "  path: /a", "  owner: x"]));
+    expect(&problems, 1, 1, None, None, "a file holds either `tables:`");
+    let problems = problems_of(&yaml(&["tables: silver.events"]));
+    expect(
+        &problems,
+        1,
+        9,
+        None,
+        Some("tables"),
+        "expected a list of tables",
+    );
+}
+
+#[test]
+fn builtin_defaults_apply() {
+    let inv = valid(&yaml(&["name: t", "path: /data/t", "owner: x"]));
+    let t = inv.table("t").expect("table t");
+    assert_eq!(t.concurrency_key, "table:t");
+    assert_eq!(t.timezone, chrono_tz::Tz::UTC);
+    assert_eq!(t.writers.topology, Topology::SingleWriter);
+    assert!(!t.layout.optimize_write);
+    assert!(!t.paused);
+    assert_eq!(t.max_attempts, 3);
+    assert_eq!(t.timeout, Duration::from_secs(2 * 3600));
+    assert_eq!(
+        t.retention.deleted_file_retention,
+        Duration::from_secs(7 * 86_400)
+    );
+    assert_eq!(t.retention.log_retention, Duration::from_secs(30 * 86_400));
+    assert!(t.compaction.enabled);
+    assert_eq!(t.compaction.schedule.as_str(), "0 2 * * *");
+    assert_eq!(t.compaction.target_file_size, 512 * 1024 * 1024);
+    assert_eq!(t.compaction.min_small_files, 10);
+    assert!(!t.zorder.enabled, "no zorder columns, no zorder");
+    assert_eq!(t.zorder.schedule.as_str(), "0 4 * * 0");
+    assert!(t.vacuum.enabled);
+    assert_eq!(t.vacuum.schedule.as_str(), "0 3 * * 0");
+    assert_eq!(t.vacuum.full_every, 4);
+    assert!(t.checkpoint.enabled);
+    assert_eq!(t.checkpoint.schedule.as_str(), "*/30 * * * *");
+    assert_eq!(t.checkpoint.max_commits_since_checkpoint, 100);
+    assert_eq!(
+        (t.source.file.as_path(), t.source.line, t.source.column),
+        (Path::new("inv.yaml"), 1, 1)
+    );
+    for op in Operation::ALL {
+        assert_eq!(t.operation_enabled(op), op != Operation::Zorder);
+    }
+    assert_eq!(t.schedule(Operation::Compact), &t.compaction.schedule);
+    assert_eq!(t.schedule(Operation::Zorder), &t.zorder.schedule);
+    assert_eq!(t.schedule(Operation::Vacuum), &t.vacuum.schedule);
+    assert_eq!(t.schedule(Operation::Checkpoint), &t.checkpoint.schedule);
+}
+
+#[test]
+fn defaults_merge_field_by_field_under_the_table() {
+    let inv = valid(&yaml(&[
+        "defaults:",
+        "  timezone: Europe/Berlin",
+        "  max_attempts: 5",
+        "  timeout: 30m",
+        "  compaction: { schedule: \"0 1 * * *\", target_file_size: 256MiB, min_small_files: 20 }",
+        "  zorder: { schedule: \"@weekly\" }",
+        "  vacuum: { enabled: false, full_every: 2 }",
+        "  checkpoint: { max_commits_since_checkpoint: 50 }",
+        "tables:",
+        "  - name: a",
+        "    path: /data/a",
+        "    owner: x",
+        "    layout: { zorder: [id] }",
+        "    maintenance:",
+        "      timezone: UTC",
+        "      compaction: { schedule: \"0 */6 * * *\" }",
+        "      vacuum: { enabled: true }",
+        "  - name: b",
+        "    path: /data/b",
+        "    owner: x",
+        "    concurrency_key: shared",
+        "    maintenance: { paused: true, max_attempts: 1 }",
+    ]));
+    let a = inv.table("a").expect("a");
+    assert_eq!(
+        a.timezone,
+        chrono_tz::Tz::UTC,
+        "the table's own timezone wins"
+    );
+    assert_eq!(a.max_attempts, 5);
+    assert_eq!(a.timeout, Duration::from_secs(30 * 60));
+    assert_eq!(a.compaction.schedule.as_str(), "0 */6 * * *");
+    assert_eq!(
+        a.compaction.target_file_size,
+        256 * 1024 * 1024,
+        "merged field by field"
+    );
+    assert_eq!(a.compaction.min_small_files, 20);
+    assert!(a.zorder.enabled, "columns declared");
+    assert_eq!(a.zorder.schedule.scheduler_expression(), "0 0 0 * * 0");
+    assert!(a.vacuum.enabled, "the table re-enables vacuum");
+    assert_eq!(a.vacuum.full_every, 2);
+    assert_eq!(a.checkpoint.max_commits_since_checkpoint, 50);
+    let b = inv.table("b").expect("b");
+    assert_eq!(b.timezone, chrono_tz::Tz::Europe__Berlin);
+    assert_eq!(b.compaction.schedule.as_str(), "0 1 * * *");
+    assert!(!b.vacuum.enabled, "vacuum off fleet-wide");
+    assert!(!b.zorder.enabled);
+    assert!(b.paused);
+    assert_eq!(b.max_attempts, 1);
+    assert_eq!(b.concurrency_key, "shared");
+    assert_eq!(
+        inv.tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+}
+
+#[test]
+fn the_design_example_is_valid() {
+    let inv = valid(&yaml(&[
+        "defaults:",
+        "  timezone: UTC",
+        "  compaction: { schedule: \"0 2 * * *\", target_file_size: 512MiB, min_small_files: 10 }",
+        "  zorder:     { schedule: \"0 4 * * 0\" }",
+        "  vacuum:     { schedule: \"0 3 * * 0\" }",
+        "  checkpoint: { schedule: \"*/30 * * * *\", max_commits_since_checkpoint: 100 }",
+        "  max_attempts: 3",
+        "  timeout: 2h",
+        "tables:",
+        "  - name: silver.events",
+        "    path: s3://lake/silver/events",
+        "    owner: data-platform",
+        "    concurrency_key: null",
+        "    writers:",
+        "      topology: single-writer",
+        "      log_store: conditional-put",
+        "      commit_budget_per_hour: 60",
+        "    layout:",
+        "      partition_by: [event_date]",
+        "      optimize_write: true",
+        "      zorder: [eventType]",
+        "    retention:",
+        "      deleted_file_retention: 7d",
+        "      log_retention: 30d",
+        "      allow_short_retention: false",
+        "    protocol:",
+        "      features: [changeDataFeed]",
+        "    readers: [spark-4.0-platform-image, trino-prod]",
+        "    maintenance:",
+        "      paused: false",
+        "      compaction: { enabled: true, schedule: \"0 */6 * * *\" }",
+        "      vacuum: { enabled: true }",
+    ]));
+    let t = inv.table("silver.events").expect("table");
+    assert_eq!(t.concurrency_key, "table:silver.events");
+    assert_eq!(t.writers.commit_budget_per_hour, Some(60));
+    assert_eq!(t.layout.zorder, ["eventType"]);
+    assert_eq!(t.protocol.features, ["changeDataFeed"]);
+    assert_eq!(t.readers, ["spark-4.0-platform-image", "trino-prod"]);
+    assert!(t.zorder.enabled);
+    assert_eq!(t.source.line, 10);
+}
+
+// ---- files and directories ----
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path
+}
+
+#[test]
+fn directory_duplicates_across_files_name_both_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "10-a.yaml",
+        &yaml(&["name: events", "path: s3://lake/events", "owner: x"]),
+    );
+    write(
+        dir.path(),
+        "20-b.yml",
+        &yaml(&["name: events", "path: s3://lake/events/", "owner: y"]),
+    );
+    write(dir.path(), "notes.txt", "not an inventory file");
+    let problems = match Inventory::load(dir.path()) {
+        Err(LoadError::Invalid(problems)) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    };
+    let first = dir.path().join("10-a.yaml");
+    let second = dir.path().join("20-b.yml");
+    let name = problems
+        .iter()
+        .find(|p| p.field.as_deref() == Some("name"))
+        .expect("name problem");
+    assert_eq!(
+        (name.file.as_path(), name.line, name.column),
+        (second.as_path(), 1, 7)
+    );
+    assert!(
+        name.message.contains(&format!("{}:1:7", first.display())),
+        "{name}"
+    );
+    let path = problems
+        .iter()
+        .find(|p| p.field.as_deref() == Some("path"))
+        .expect("path problem");
+    assert_eq!(
+        (path.file.as_path(), path.line, path.column),
+        (second.as_path(), 2, 7)
+    );
+    assert!(
+        path.message.contains(&format!("{}:2:7", first.display())),
+        "{path}"
+    );
+    assert_eq!(problems.len(), 2);
+}
+
+#[test]
+fn a_second_defaults_block_names_both_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = write(
+        dir.path(),
+        "a.yaml",
+        &yaml(&["defaults: { max_attempts: 2 }", "tables: []"]),
+    );
+    let b = write(
+        dir.path(),
+        "b.yaml",
+        &yaml(&["tables: []", "defaults:", "  timeout: 1h"]),
+    );
+    let problems = match Inventory::load_paths(&[a.clone(), b.clone()]) {
+        Err(LoadError::Invalid(problems)) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    };
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert_eq!((p.file.as_path(), p.line, p.column), (b.as_path(), 2, 1));
+    assert_eq!(p.field.as_deref(), Some("defaults"));
+    assert!(p.message.contains(&format!("{}:1:1", a.display())), "{p}");
+}
+
+#[test]
+fn defaults_in_one_file_apply_to_tables_in_every_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "a.yaml",
+        &yaml(&["name: first", "path: /data/first", "owner: x"]),
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        &yaml(&["defaults: { max_attempts: 7 }"]),
+    );
+    let inv = Inventory::load(dir.path()).expect("valid");
+    assert_eq!(inv.table("first").expect("first").max_attempts, 7);
+    assert_eq!(
+        inv.sources,
+        [dir.path().join("a.yaml"), dir.path().join("b.yaml")]
+    );
+}
+
+#[test]
+fn the_same_file_named_twice_is_read_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = write(
+        dir.path(),
+        "a.yaml",
+        &yaml(&["name: t", "path: /data/t", "owner: x"]),
+    );
+    let inv = Inventory::load_paths(&[a, dir.path().to_path_buf()]).expect("valid");
+    assert_eq!(inv.tables.len(), 1);
+}
+
+#[test]
+fn unusable_inputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.yaml");
+    match Inventory::load(&missing) {
+        Err(LoadError::Unusable { path, reason }) => {
+            assert_eq!(path, missing);
+            assert!(reason.contains("no such file"), "{reason}");
+        }
+        other => panic!("expected unusable, got {other:?}"),
+    }
+    let empty_dir = dir.path().join("empty");
+    std::fs::create_dir(&empty_dir).expect("mkdir");
+    write(&empty_dir, "README.md", "no yaml here");
+    match Inventory::load(&empty_dir) {
+        Err(LoadError::Unusable { reason, .. }) => {
+            assert!(reason.contains("no `*.yaml`"), "{reason}")
+        }
+        other => panic!("expected unusable, got {other:?}"),
+    }
+    let binary = dir.path().join("binary.yaml");
+    std::fs::write(&binary, [0x6e, 0x61, 0xff, 0xfe]).expect("write");
+    match Inventory::load(&binary) {
+        Err(LoadError::Unusable { reason, .. }) => assert!(reason.contains("UTF-8"), "{reason}"),
+        other => panic!("expected unusable, got {other:?}"),
+    }
+    match Inventory::load_paths(&[]) {
+        Err(LoadError::Unusable { .. }) => {}
+        other => panic!("expected unusable, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_error_display_lists_every_problem() {
+    let err = Inventory::parse(
+        Path::new("x.yaml"),
+        &yaml(&["name: a", "path: rel", "ownr: x"]),
+    )
+    .expect_err("invalid");
+    let text = err.to_string();
+    assert_eq!(err.problems().len(), 3, "{text}");
+    for p in err.problems() {
+        assert!(text.contains(&p.to_string()), "{text}");
+    }
+}
