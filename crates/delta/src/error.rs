@@ -1,0 +1,364 @@
+//! The one error type of this crate and its classification.
+//!
+//! Owns [`DeltaError`] and the mapping from deltalake's errors to an [`ErrorClass`] the worker
+//! acts on: `Conflict` (another writer won a commit race; counted and retried), `Transient`
+//! (storage or network trouble; retried with backoff) and `Permanent` (retrying cannot help until
+//! a person changes the table, the inventory or the environment). Every message names the table
+//! uri and says what to do. This module must never decide retries itself: it only classifies.
+
+use deltalake::kernel::transaction::TransactionError;
+use deltalake::{DeltaTableError, ObjectStoreError};
+
+use crate::report::MaintenanceOp;
+
+/// How the worker should treat a failed operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// A concurrent commit conflicted with ours and the in-operation retries ran out.
+    Conflict,
+    /// Storage I/O, network or timeout trouble: a later attempt may succeed unchanged.
+    Transient,
+    /// Retrying cannot help until someone changes the table, the inventory or the environment.
+    Permanent,
+}
+
+/// Everything that can go wrong while probing or maintaining a Delta table.
+#[derive(Debug, thiserror::Error)]
+pub enum DeltaError {
+    /// The uri does not name a Delta table root.
+    #[error(
+        "no _delta_log found at `{table}`: is this the table root? point the inventory `path` at \
+         the directory that contains `_delta_log`"
+    )]
+    NotADeltaTable { table: String },
+
+    /// The uri cannot be used at all (relative path, unknown scheme, unparsable).
+    #[error(
+        "invalid table uri `{table}`: {reason}; use an absolute path or a file://, s3://, gs://, \
+         az:// or abfss:// uri"
+    )]
+    InvalidUri { table: String, reason: String },
+
+    /// The table's protocol uses features this crate cannot rewrite or delete files of safely.
+    #[error(
+        "refusing to {operation} `{table}`: {reason} (features: {features:?}); tablekeeper leaves \
+         this table untouched, maintain it with an engine that supports these features or disable \
+         `{operation}` for it in the inventory"
+    )]
+    UnsupportedProtocol {
+        table: String,
+        operation: MaintenanceOp,
+        features: Vec<String>,
+        reason: String,
+    },
+
+    /// The requested VACUUM retention is below the 168h floor and short retention is not allowed.
+    #[error(
+        "refusing to vacuum `{table}` with retention {requested_hours}h: below the 168h safety \
+         floor; set `retention.allow_short_retention: true` or raise \
+         `retention.deleted_file_retention` to at least 168h"
+    )]
+    RetentionTooShort { table: String, requested_hours: u64 },
+
+    /// A table property this crate relies on cannot be parsed.
+    #[error(
+        "table `{table}` has an unparsable property `{key}` = `{value}`: {reason}; fix it with \
+         ALTER TABLE ... SET TBLPROPERTIES ('{key}' = 'interval 7 days')"
+    )]
+    BadTableProperty {
+        table: String,
+        key: String,
+        value: String,
+        reason: String,
+    },
+
+    /// Options handed in by the caller make no sense for this table.
+    #[error("invalid {operation} options for `{table}`: {reason}")]
+    InvalidOptions {
+        table: String,
+        operation: MaintenanceOp,
+        reason: String,
+    },
+
+    /// The VACUUM dry run listed files that a version inside the retention window still needs.
+    #[error(
+        "refusing to vacuum `{table}`: {} file(s) on the deletion list are still referenced by a \
+         version inside the retention window (first: {}); nothing was deleted; a writer probably \
+         recorded removes with a wrong deletion timestamp or the log lost tombstones: investigate \
+         before vacuuming this table again",
+        files.len(),
+        files.first().map(String::as_str).unwrap_or("-")
+    )]
+    UnsafeVacuum { table: String, files: Vec<String> },
+
+    /// A compaction or Z-order commit removed files that were no longer active: rows are now
+    /// duplicated (deltalake 1.1.x does not detect concurrent rewrites, see DESIGN.md).
+    #[error(
+        "duplicate rewrite on `{table}` at version {version}: the commit removed {} file(s) that \
+         were no longer active (first: {}), so their rows now exist twice; another engine or \
+         replica compacted the same files concurrently; stop all maintenance on this table, check \
+         the history, and RESTORE it to version {} if nothing else committed since",
+        files.len(),
+        files.first().map(String::as_str).unwrap_or("-"),
+        version - 1
+    )]
+    DuplicateRewrite {
+        table: String,
+        version: i64,
+        files: Vec<String>,
+    },
+
+    /// Commit conflicts persisted after every retry the caller allowed.
+    #[error(
+        "{operation} on `{table}` lost {attempts} commit race(s) to concurrent writers: {source}; \
+         it will be retried later; if this repeats, schedule it away from the table's busy hours"
+    )]
+    Conflict {
+        table: String,
+        operation: MaintenanceOp,
+        attempts: u32,
+        #[source]
+        source: Box<DeltaTableError>,
+    },
+
+    /// The caller cancelled the operation (its lease could not be renewed) before it finished.
+    #[error(
+        "{operation} on `{table}` was cancelled before it committed; any Parquet files it had \
+         written are unreferenced and a `full` vacuum will reclaim them"
+    )]
+    Cancelled {
+        table: String,
+        operation: MaintenanceOp,
+    },
+
+    /// A fresh load after writing a checkpoint did not read back the same table.
+    #[error(
+        "checkpoint canary failed on `{table}` at version {version}: {reason}; readers may fail \
+         to open this table: inspect `_delta_log/_last_checkpoint` and the newest checkpoint file"
+    )]
+    CheckpointCanary {
+        table: String,
+        version: i64,
+        reason: String,
+    },
+
+    /// VACUUM deleted a file its own dry run had not listed.
+    #[error(
+        "vacuum on `{table}` deleted {} file(s) its dry run had not listed (first: {}); stop \
+         vacuuming this table and investigate",
+        files.len(),
+        files.first().map(String::as_str).unwrap_or("-")
+    )]
+    VacuumPlanChanged { table: String, files: Vec<String> },
+
+    /// The transaction log is missing pieces this crate needs to decide safely.
+    #[error("transaction log of `{table}` is incomplete: {reason}; check `_delta_log` for deleted files")]
+    IncompleteLog { table: String, reason: String },
+
+    /// Any other error from deltalake or the object store, classified by its cause.
+    #[error("{context} on `{table}` failed: {source}")]
+    Delta {
+        table: String,
+        context: &'static str,
+        #[source]
+        source: Box<DeltaTableError>,
+    },
+}
+
+impl DeltaError {
+    /// Wraps a deltalake error with the table and what was being done.
+    pub(crate) fn delta(table: &str, context: &'static str, source: DeltaTableError) -> Self {
+        DeltaError::Delta {
+            table: table.to_owned(),
+            context,
+            source: Box::new(source),
+        }
+    }
+
+    /// Wraps an object store error with the table and what was being done.
+    pub(crate) fn store(table: &str, context: &'static str, source: ObjectStoreError) -> Self {
+        Self::delta(table, context, DeltaTableError::ObjectStore { source })
+    }
+
+    /// How a worker should treat this error.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            DeltaError::Conflict { .. } => ErrorClass::Conflict,
+            // the worker cancelled on purpose; the table is fine and the job can run again
+            DeltaError::Cancelled { .. } => ErrorClass::Transient,
+            DeltaError::Delta { source, .. } => classify(source),
+            DeltaError::NotADeltaTable { .. }
+            | DeltaError::InvalidUri { .. }
+            | DeltaError::UnsupportedProtocol { .. }
+            | DeltaError::RetentionTooShort { .. }
+            | DeltaError::BadTableProperty { .. }
+            | DeltaError::InvalidOptions { .. }
+            | DeltaError::UnsafeVacuum { .. }
+            | DeltaError::DuplicateRewrite { .. }
+            | DeltaError::CheckpointCanary { .. }
+            | DeltaError::VacuumPlanChanged { .. }
+            | DeltaError::IncompleteLog { .. } => ErrorClass::Permanent,
+        }
+    }
+
+    /// The table uri this error is about.
+    pub fn table(&self) -> &str {
+        match self {
+            DeltaError::NotADeltaTable { table }
+            | DeltaError::InvalidUri { table, .. }
+            | DeltaError::UnsupportedProtocol { table, .. }
+            | DeltaError::RetentionTooShort { table, .. }
+            | DeltaError::BadTableProperty { table, .. }
+            | DeltaError::InvalidOptions { table, .. }
+            | DeltaError::UnsafeVacuum { table, .. }
+            | DeltaError::DuplicateRewrite { table, .. }
+            | DeltaError::Conflict { table, .. }
+            | DeltaError::Cancelled { table, .. }
+            | DeltaError::CheckpointCanary { table, .. }
+            | DeltaError::VacuumPlanChanged { table, .. }
+            | DeltaError::IncompleteLog { table, .. }
+            | DeltaError::Delta { table, .. } => table,
+        }
+    }
+}
+
+/// How a worker should treat a raw deltalake error (for code that calls deltalake directly).
+pub fn classify_delta_error(err: &DeltaTableError) -> ErrorClass {
+    classify(err)
+}
+
+/// Whether a deltalake error is a lost commit race this crate may retry.
+pub(crate) fn is_commit_conflict(err: &DeltaTableError) -> bool {
+    classify(err) == ErrorClass::Conflict
+}
+
+/// Classifies a deltalake error by its variant, then by the causes it wraps.
+///
+/// Unknown errors count as transient: the job table bounds retries with `max_attempts`, while a
+/// wrongly permanent classification would leave a table unmaintained until the next schedule.
+pub(crate) fn classify(err: &DeltaTableError) -> ErrorClass {
+    match err {
+        DeltaTableError::Transaction { source } => match source {
+            TransactionError::CommitConflict(_)
+            | TransactionError::MaxCommitAttempts(_)
+            | TransactionError::VersionAlreadyExists(_) => ErrorClass::Conflict,
+            TransactionError::UnsupportedTableFeatures(_)
+            | TransactionError::TableFeaturesRequired(_)
+            | TransactionError::DeltaTableAppendOnly
+            | TransactionError::SerializeLogJson { .. } => ErrorClass::Permanent,
+            TransactionError::ObjectStore { source } => classify_store(source),
+            TransactionError::LogStoreError { .. } => ErrorClass::Transient,
+        },
+        DeltaTableError::VersionAlreadyExists(_) | DeltaTableError::VersionMismatch(..) => {
+            ErrorClass::Conflict
+        }
+        DeltaTableError::ObjectStore { source } => classify_store(source),
+        DeltaTableError::NotATable(_)
+        | DeltaTableError::InvalidTableLocation(_)
+        | DeltaTableError::MissingFeature { .. }
+        | DeltaTableError::SchemaMismatch { .. }
+        | DeltaTableError::NoSchema
+        | DeltaTableError::MetadataError(_)
+        | DeltaTableError::UnsupportedColumnMapping { .. }
+        | DeltaTableError::InvalidPartitionFilter { .. }
+        | DeltaTableError::PartitionError { .. }
+        | DeltaTableError::InvalidJsonLog { .. }
+        | DeltaTableError::InvalidStatsJson { .. } => ErrorClass::Permanent,
+        DeltaTableError::Io { .. } => ErrorClass::Transient,
+        other => classify_by_cause(other),
+    }
+}
+
+fn classify_store(err: &ObjectStoreError) -> ErrorClass {
+    match err {
+        // a data or log file the table references is gone, or the credentials from the
+        // environment are refused: retrying the same request cannot help
+        ObjectStoreError::NotFound { .. }
+        | ObjectStoreError::PermissionDenied { .. }
+        | ObjectStoreError::Unauthenticated { .. }
+        | ObjectStoreError::InvalidPath { .. }
+        | ObjectStoreError::NotSupported { .. }
+        | ObjectStoreError::NotImplemented { .. } => ErrorClass::Permanent,
+        _ => ErrorClass::Transient,
+    }
+}
+
+/// Walks the `source()` chain looking for an object store or I/O error.
+fn classify_by_cause(err: &DeltaTableError) -> ErrorClass {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(current) = cause {
+        if let Some(store) = current.downcast_ref::<ObjectStoreError>() {
+            return classify_store(store);
+        }
+        if current.downcast_ref::<std::io::Error>().is_some() {
+            return ErrorClass::Transient;
+        }
+        cause = current.source();
+    }
+    ErrorClass::Transient
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::kernel::transaction::CommitConflictError;
+
+    #[test]
+    fn commit_conflicts_are_conflicts() {
+        let err = DeltaTableError::Transaction {
+            source: TransactionError::CommitConflict(CommitConflictError::ConcurrentDeleteRead),
+        };
+        assert_eq!(classify(&err), ErrorClass::Conflict);
+        assert!(is_commit_conflict(&err));
+        assert_eq!(
+            classify(&DeltaTableError::VersionAlreadyExists(3)),
+            ErrorClass::Conflict
+        );
+    }
+
+    #[test]
+    fn missing_table_is_permanent_and_network_is_transient() {
+        assert_eq!(
+            classify(&DeltaTableError::NotATable("x".into())),
+            ErrorClass::Permanent
+        );
+        let network = DeltaTableError::ObjectStore {
+            source: ObjectStoreError::Generic {
+                store: "S3",
+                source: "connection reset".into(),
+            },
+        };
+        assert_eq!(classify(&network), ErrorClass::Transient);
+        let missing = DeltaTableError::ObjectStore {
+            source: ObjectStoreError::NotFound {
+                path: "part-1.parquet".into(),
+                source: "gone".into(),
+            },
+        };
+        assert_eq!(classify(&missing), ErrorClass::Permanent);
+    }
+
+    #[test]
+    fn safety_refusals_are_permanent_and_name_the_table() {
+        let err = DeltaError::UnsafeVacuum {
+            table: "s3://lake/t".into(),
+            files: vec!["a.parquet".into()],
+        };
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        assert_eq!(err.table(), "s3://lake/t");
+        assert!(err.to_string().contains("s3://lake/t"));
+        assert!(err.to_string().contains("a.parquet"));
+        let err = DeltaError::RetentionTooShort {
+            table: "/t".into(),
+            requested_hours: 1,
+        };
+        assert!(err.to_string().contains("allow_short_retention"));
+        let err = DeltaError::DuplicateRewrite {
+            table: "/t".into(),
+            version: 5,
+            files: vec!["x".into()],
+        };
+        assert!(err.to_string().contains("version 4"));
+    }
+}

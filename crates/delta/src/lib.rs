@@ -1,0 +1,52 @@
+//! Delta Lake probing and maintenance for tablekeeper, on deltalake 1.1.2.
+//!
+//! This crate owns everything tablekeeper does to a Delta table: reading its health from the
+//! log ([`Prober`]), and the four maintenance operations — [`compact`], [`zorder`], [`vacuum`],
+//! [`checkpoint`] — each taking plain options, returning an [`OpReport`] for the job result, and
+//! failing with a [`DeltaError`] whose [`DeltaError::class`] tells the worker what to do.
+//! It depends on no other tablekeeper crate and never reads credentials from anywhere but the
+//! environment.
+//!
+//! Safety rules every operation follows:
+//! - **Cancellation**: each operation races its steps against the caller's
+//!   `CancellationToken` and drops the step when the token fires. The worker cancels when it
+//!   cannot renew its job lease, before another replica may take the job over. A commit already
+//!   written cannot be undone; cancellation stops only work that has not committed.
+//! - **One compactor per table**: deltalake 1.1.x cannot detect two compactions of the same
+//!   files, so no other engine or replica may compact a table tablekeeper maintains. Every
+//!   compaction and Z-order commit is checked afterwards ([`verify_rewrite_commit`]) and a
+//!   violation fails loudly with [`DeltaError::DuplicateRewrite`].
+//! - **Refusals**: tables using deletion vectors or features deltalake cannot write are never
+//!   rewritten or vacuumed ([`check_maintainable`]).
+//! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
+//!   cross-checked against every version inside the retention window before anything is deleted.
+
+mod checkpoint;
+mod compact;
+mod error;
+mod guard;
+mod log;
+mod maintainable;
+mod open;
+mod probe;
+mod report;
+mod retention;
+mod rewrite;
+mod run;
+mod snapshot;
+mod vacuum;
+mod zorder;
+
+pub use checkpoint::{checkpoint, CheckpointOptions};
+pub use compact::{compact, CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
+pub use error::{classify_delta_error, DeltaError, ErrorClass};
+pub use guard::{removed_but_inactive, verify_rewrite_commit};
+pub use maintainable::{check_maintainable, TableProtocol};
+pub use open::{open_table, register_handlers, table_url};
+pub use probe::{Probe, ProbeOptions, Prober};
+pub use report::{MaintenanceOp, OpReport, RetentionDrift, MAX_REPORTED_PATHS};
+pub use retention::{
+    effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,
+};
+pub use vacuum::{vacuum, VacuumMode, VacuumOptions};
+pub use zorder::{files_added_since, zorder, FilesAddedSince, ZorderOptions};

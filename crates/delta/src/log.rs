@@ -1,0 +1,403 @@
+//! Reading the transaction log directly: listings, single commits, partition keys.
+//!
+//! deltalake's history API carries no version numbers and its actions fail to parse as a whole
+//! when one action is unusual, so this module reads commit JSON itself, line by line, keeping
+//! only the fields the probe, the guard and the vacuum cross-check need. It only ever reads:
+//! it must never write or delete anything under `_delta_log`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use deltalake::logstore::LogStore;
+use deltalake::{ObjectStore, Path};
+use futures::{StreamExt, TryStreamExt};
+use serde_json::{Map, Value};
+
+use crate::error::DeltaError;
+
+/// Name of the commitInfo key under which tablekeeper records who wrote a commit.
+pub(crate) const MARKER_KEY: &str = "tablekeeper";
+
+/// Concurrent commit reads when catching up on history; small JSON GETs, so a modest fan-out
+/// keeps object-store request rates polite while hiding latency (S3 handles thousands/s).
+pub(crate) const LOG_READ_CONCURRENCY: usize = 16;
+
+/// Partition value that Hive-style layouts and Spark use for null.
+pub(crate) const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// What a listing of `_delta_log` holds.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LogListing {
+    /// JSON commit versions with their object modification time (ms since epoch).
+    pub commits: BTreeMap<u64, i64>,
+    /// Versions that have a (single- or multi-part, classic or v2) checkpoint.
+    pub checkpoints: BTreeSet<u64>,
+}
+
+impl LogListing {
+    /// The oldest version whose state can still be reconstructed from the files on disk: 0 when
+    /// every commit from 0 is present, else the oldest checkpoint followed by contiguous commits.
+    pub fn earliest_reconstructable(&self, latest: u64) -> Option<u64> {
+        let contiguous_from =
+            |start: u64| (start + 1..=latest).all(|v| self.commits.contains_key(&v));
+        if self.commits.contains_key(&0) && contiguous_from(0) {
+            return Some(0);
+        }
+        self.checkpoints
+            .iter()
+            .copied()
+            .filter(|cp| *cp <= latest)
+            .find(|cp| contiguous_from(*cp))
+    }
+}
+
+/// Lists `_delta_log` once.
+pub(crate) async fn list_log(
+    store: &dyn ObjectStore,
+    table: &str,
+) -> Result<LogListing, DeltaError> {
+    let prefix = Path::from("_delta_log");
+    let mut listing = LogListing::default();
+    let mut entries = store.list(Some(&prefix));
+    while let Some(entry) = entries.next().await {
+        let meta = entry.map_err(|err| DeltaError::store(table, "listing _delta_log", err))?;
+        let Some(name) = meta.location.filename() else {
+            continue;
+        };
+        // files in subdirectories of _delta_log (e.g. `_commits/`, `_sidecars/`) are not commits
+        let depth = meta.location.parts().count();
+        if depth != 2 {
+            continue;
+        }
+        match classify_log_file(name) {
+            Some(LogFile::Commit(version)) => {
+                listing
+                    .commits
+                    .insert(version, meta.last_modified.timestamp_millis());
+            }
+            Some(LogFile::Checkpoint(version)) => {
+                listing.checkpoints.insert(version);
+            }
+            None => {}
+        }
+    }
+    Ok(listing)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum LogFile {
+    Commit(u64),
+    Checkpoint(u64),
+}
+
+/// Recognises `<20 digits>.json` and `<20 digits>.checkpoint[.*].parquet|json`.
+fn classify_log_file(name: &str) -> Option<LogFile> {
+    let (digits, rest) = name.split_at_checked(20)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let version: u64 = digits.parse().ok()?;
+    if rest == ".json" {
+        return Some(LogFile::Commit(version));
+    }
+    if rest.starts_with(".checkpoint.") && (rest.ends_with(".parquet") || rest.ends_with(".json")) {
+        return Some(LogFile::Checkpoint(version));
+    }
+    None
+}
+
+/// An add or remove action, reduced to what this crate needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileAction {
+    /// Path relative to the table root, percent-decoded.
+    pub path: String,
+    pub size: Option<u64>,
+    pub partition_values: HashMap<String, Option<String>>,
+    pub data_change: bool,
+    pub deletion_timestamp: Option<i64>,
+}
+
+/// One JSON commit, reduced.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Commit {
+    pub version: u64,
+    pub commit_info: Option<Map<String, Value>>,
+    pub adds: Vec<FileAction>,
+    pub removes: Vec<FileAction>,
+}
+
+impl Commit {
+    /// Parses newline-delimited actions; unknown actions are ignored.
+    pub fn parse(version: u64, bytes: &[u8]) -> Result<Commit, String> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|err| format!("commit {version} is not utf-8: {err}"))?;
+        let mut commit = Commit {
+            version,
+            ..Commit::default()
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let value: Value = serde_json::from_str(line)
+                .map_err(|err| format!("commit {version} holds invalid json: {err}"))?;
+            let Value::Object(mut action) = value else {
+                continue;
+            };
+            if let Some(Value::Object(info)) = action.remove("commitInfo") {
+                commit.commit_info = Some(info);
+            } else if let Some(Value::Object(add)) = action.remove("add") {
+                commit.adds.push(file_action(&add));
+            } else if let Some(Value::Object(remove)) = action.remove("remove") {
+                commit.removes.push(file_action(&remove));
+            }
+        }
+        Ok(commit)
+    }
+
+    /// The commit's own timestamp: in-commit timestamp when present, else commitInfo.timestamp.
+    pub fn info_timestamp_ms(&self) -> Option<i64> {
+        let info = self.commit_info.as_ref()?;
+        info.get("inCommitTimestamp")
+            .and_then(Value::as_i64)
+            .or_else(|| info.get("timestamp").and_then(Value::as_i64))
+    }
+
+    /// `commitInfo.operation`, e.g. `OPTIMIZE`, `VACUUM END`.
+    pub fn operation(&self) -> Option<&str> {
+        self.commit_info.as_ref()?.get("operation")?.as_str()
+    }
+
+    /// True for an OPTIMIZE whose `operationParameters.zOrderBy` names at least one column.
+    ///
+    /// Spark records `zOrderBy` as a JSON string (`"[\"eventType\"]"`); tablekeeper writes the
+    /// same through deltalake's commit metadata, since deltalake 1.1.x records no Z-order columns.
+    pub fn is_zorder(&self) -> bool {
+        if self.operation() != Some("OPTIMIZE") {
+            return false;
+        }
+        let Some(params) = self
+            .commit_info
+            .as_ref()
+            .and_then(|info| info.get("operationParameters"))
+            .and_then(Value::as_object)
+        else {
+            return false;
+        };
+        match params.get("zOrderBy") {
+            Some(Value::String(s)) => serde_json::from_str::<Vec<Value>>(s)
+                .map(|cols| !cols.is_empty())
+                .unwrap_or(!s.trim().is_empty() && s.trim() != "[]"),
+            Some(Value::Array(cols)) => !cols.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The tablekeeper run id recorded in this commit, if tablekeeper wrote it.
+    pub fn run_id(&self) -> Option<&str> {
+        self.commit_info
+            .as_ref()?
+            .get(MARKER_KEY)?
+            .get("runId")?
+            .as_str()
+    }
+}
+
+fn file_action(obj: &Map<String, Value>) -> FileAction {
+    let path = obj.get("path").and_then(Value::as_str).unwrap_or_default();
+    let partition_values = obj
+        .get("partitionValues")
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default();
+    FileAction {
+        path: decode_path(path),
+        size: obj.get("size").and_then(Value::as_u64),
+        partition_values,
+        // the protocol requires dataChange; a missing flag is treated as a data change, the
+        // cautious reading for every check in this crate
+        data_change: obj
+            .get("dataChange")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        deletion_timestamp: obj.get("deletionTimestamp").and_then(Value::as_i64),
+    }
+}
+
+/// Reads one JSON commit; `None` when it is not (or no longer) on disk.
+pub(crate) async fn read_commit(
+    log_store: &dyn LogStore,
+    table: &str,
+    version: u64,
+) -> Result<Option<Commit>, DeltaError> {
+    let bytes = log_store
+        .read_commit_entry(version)
+        .await
+        .map_err(|err| DeltaError::delta(table, "reading a commit", err))?;
+    let Some(bytes) = bytes else {
+        return Ok(None);
+    };
+    Commit::parse(version, &bytes)
+        .map(Some)
+        .map_err(|reason| DeltaError::IncompleteLog {
+            table: table.to_owned(),
+            reason,
+        })
+}
+
+/// Reads the commits `versions` concurrently, in ascending order; missing ones are `None`.
+pub(crate) async fn read_commits(
+    log_store: &dyn LogStore,
+    table: &str,
+    versions: impl IntoIterator<Item = u64>,
+) -> Result<Vec<(u64, Option<Commit>)>, DeltaError> {
+    futures::stream::iter(versions)
+        .map(|v| async move { read_commit(log_store, table, v).await.map(|c| (v, c)) })
+        .buffered(LOG_READ_CONCURRENCY)
+        .try_collect()
+        .await
+}
+
+/// Percent-decodes a path as written in the log (`a%20b` → `a b`); invalid escapes stay as is.
+pub(crate) fn decode_path(raw: &str) -> String {
+    if !raw.contains('%') {
+        return raw.to_owned();
+    }
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| raw.to_owned())
+}
+
+/// The human-readable partition key, `col=value[/col=value]` in partition-column order;
+/// `""` for an unpartitioned table and [`NULL_PARTITION`] for null values.
+pub(crate) fn partition_key(
+    partition_columns: &[String],
+    values: &HashMap<String, Option<String>>,
+) -> String {
+    partition_columns
+        .iter()
+        .map(|col| {
+            let value = values.get(col).cloned().flatten();
+            format!("{col}={}", value.as_deref().unwrap_or(NULL_PARTITION))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The partition values in partition-column order, for building filters.
+pub(crate) fn ordered_partition_values(
+    partition_columns: &[String],
+    values: &HashMap<String, Option<String>>,
+) -> Vec<(String, Option<String>)> {
+    partition_columns
+        .iter()
+        .map(|col| (col.clone(), values.get(col).cloned().flatten()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_commits_and_checkpoints() {
+        assert_eq!(
+            classify_log_file("00000000000000000012.json"),
+            Some(LogFile::Commit(12))
+        );
+        assert_eq!(
+            classify_log_file("00000000000000000010.checkpoint.parquet"),
+            Some(LogFile::Checkpoint(10))
+        );
+        assert_eq!(
+            classify_log_file("00000000000000000010.checkpoint.0000000001.0000000002.parquet"),
+            Some(LogFile::Checkpoint(10))
+        );
+        assert_eq!(classify_log_file("00000000000000000010.crc"), None);
+        assert_eq!(classify_log_file("_last_checkpoint"), None);
+        assert_eq!(
+            classify_log_file("00000000000000000001.00000000000000000003.compacted.json"),
+            None
+        );
+    }
+
+    #[test]
+    fn earliest_reconstructable_needs_a_checkpoint_after_cleanup() {
+        let mut listing = LogListing::default();
+        for v in 5..=12 {
+            listing.commits.insert(v, 0);
+        }
+        assert_eq!(listing.earliest_reconstructable(12), None);
+        listing.checkpoints.insert(8);
+        assert_eq!(listing.earliest_reconstructable(12), Some(8));
+        for v in 0..5 {
+            listing.commits.insert(v, 0);
+        }
+        assert_eq!(listing.earliest_reconstructable(12), Some(0));
+    }
+
+    #[test]
+    fn parses_commit_actions_and_markers() {
+        let text = r#"{"commitInfo":{"timestamp":1700000000000,"operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[\"kind\"]","targetSize":"1024"},"tablekeeper":{"runId":"r1"}}}
+{"remove":{"path":"d=1/a%20b.parquet","dataChange":false,"size":10,"deletionTimestamp":5,"partitionValues":{"d":"1"}}}
+{"add":{"path":"d=1/c.parquet","dataChange":false,"size":20,"partitionValues":{"d":"1"},"modificationTime":1}}
+{"txn":{"appId":"x","version":1}}"#;
+        let commit = Commit::parse(7, text.as_bytes()).expect("parses");
+        assert_eq!(commit.version, 7);
+        assert_eq!(commit.info_timestamp_ms(), Some(1_700_000_000_000));
+        assert!(commit.is_zorder());
+        assert_eq!(commit.run_id(), Some("r1"));
+        assert_eq!(commit.removes[0].path, "d=1/a b.parquet");
+        assert!(!commit.removes[0].data_change);
+        assert_eq!(commit.adds[0].size, Some(20));
+    }
+
+    #[test]
+    fn plain_optimize_is_not_a_zorder() {
+        let text =
+            r#"{"commitInfo":{"operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[]"}}}"#;
+        assert!(!Commit::parse(1, text.as_bytes())
+            .expect("parses")
+            .is_zorder());
+        let text =
+            r#"{"commitInfo":{"operation":"OPTIMIZE","operationParameters":{"targetSize":"1"}}}"#;
+        assert!(!Commit::parse(1, text.as_bytes())
+            .expect("parses")
+            .is_zorder());
+    }
+
+    #[test]
+    fn decodes_percent_escapes() {
+        assert_eq!(decode_path("a%20b%3Dc"), "a b=c");
+        assert_eq!(decode_path("plain/part-0.parquet"), "plain/part-0.parquet");
+        assert_eq!(decode_path("bad%zz"), "bad%zz");
+        assert_eq!(decode_path("end%2"), "end%2");
+    }
+
+    #[test]
+    fn partition_keys_follow_column_order() {
+        let cols = vec!["d".to_owned(), "k".to_owned()];
+        let values = HashMap::from([
+            ("k".to_owned(), None),
+            ("d".to_owned(), Some("2024-01-01".to_owned())),
+        ]);
+        assert_eq!(
+            partition_key(&cols, &values),
+            "d=2024-01-01/k=__HIVE_DEFAULT_PARTITION__"
+        );
+        assert_eq!(partition_key(&[], &HashMap::new()), "");
+    }
+}

@@ -1,0 +1,154 @@
+//! Turning an inventory path into a loaded [`DeltaTable`].
+//!
+//! Owns uri validation and the one-time registration of deltalake's cloud storage handlers.
+//! Credentials come only from the environment (or the platform identity) through deltalake's
+//! object-store configuration; this module must never take credentials as parameters or log them.
+
+use std::sync::Once;
+
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use url::Url;
+
+use crate::error::DeltaError;
+
+static REGISTER_HANDLERS: Once = Once::new();
+
+/// Registers the s3, gcs and azure object stores with deltalake, once per process.
+///
+/// deltalake also registers them from a constructor when its cloud features are on; calling the
+/// registration here as well keeps the crate correct if that ever changes, and it is idempotent.
+pub fn register_handlers() {
+    REGISTER_HANDLERS.call_once(|| {
+        deltalake::aws::register_handlers(None);
+        deltalake::gcp::register_handlers(None);
+        deltalake::azure::register_handlers(None);
+    });
+}
+
+/// Url schemes accepted for table paths, besides plain absolute local paths.
+const ACCEPTED_SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
+
+/// Parses an inventory path into the url deltalake loads from, without touching storage.
+pub fn table_url(uri: &str) -> Result<Url, DeltaError> {
+    let invalid = |reason: String| DeltaError::InvalidUri {
+        table: uri.to_owned(),
+        reason,
+    };
+    if uri.is_empty() {
+        return Err(invalid("the path is empty".into()));
+    }
+    let url = if uri.starts_with('/') {
+        Url::from_directory_path(uri).map_err(|()| invalid("not a valid absolute path".into()))?
+    } else {
+        let url = Url::parse(uri).map_err(|err| {
+            if err == url::ParseError::RelativeUrlWithoutBase {
+                invalid("relative paths are not allowed".into())
+            } else {
+                invalid(err.to_string())
+            }
+        })?;
+        if !ACCEPTED_SCHEMES.contains(&url.scheme()) {
+            return Err(invalid(format!("unsupported scheme `{}`", url.scheme())));
+        }
+        if url.scheme() == "file" && url.to_file_path().is_err() {
+            return Err(invalid("file:// uri does not name a local path".into()));
+        }
+        url
+    };
+    Ok(url)
+}
+
+/// Opens the table at `uri` at its latest version.
+///
+/// Accepts absolute local paths, `file://`, `s3://`, `gs://`, `az://` and `abfss://` uris. A
+/// location without a `_delta_log` is a permanent [`DeltaError::NotADeltaTable`].
+pub async fn open_table(uri: &str) -> Result<DeltaTable, DeltaError> {
+    let mut table = build_table(uri).await?;
+    table.load().await.map_err(|err| map_open_error(uri, err))?;
+    Ok(table)
+}
+
+/// Opens the table at `uri` as of `version` (time travel).
+pub(crate) async fn open_table_at(uri: &str, version: u64) -> Result<DeltaTable, DeltaError> {
+    let mut table = build_table(uri).await?;
+    table
+        .load_version(version)
+        .await
+        .map_err(|err| map_open_error(uri, err))?;
+    Ok(table)
+}
+
+/// Builds an unloaded table handle and checks that `_delta_log` exists.
+async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
+    register_handlers();
+    let url = table_url(uri)?;
+    if url.scheme() == "file" {
+        // a missing local directory is the commonest inventory typo; say so plainly
+        let exists = url
+            .to_file_path()
+            .map(|path| path.join("_delta_log").is_dir())
+            .unwrap_or(false);
+        if !exists {
+            return Err(DeltaError::NotADeltaTable {
+                table: uri.to_owned(),
+            });
+        }
+    }
+    let table = DeltaTableBuilder::from_url(url)
+        .and_then(DeltaTableBuilder::build)
+        .map_err(|err| map_open_error(uri, err))?;
+    let is_table = table
+        .verify_deltatable_existence()
+        .await
+        .map_err(|err| DeltaError::delta(uri, "checking for _delta_log", err))?;
+    if !is_table {
+        return Err(DeltaError::NotADeltaTable {
+            table: uri.to_owned(),
+        });
+    }
+    Ok(table)
+}
+
+fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {
+    match err {
+        DeltaTableError::NotATable(_) => DeltaError::NotADeltaTable {
+            table: uri.to_owned(),
+        },
+        DeltaTableError::InvalidTableLocation(reason) => DeltaError::InvalidUri {
+            table: uri.to_owned(),
+            reason,
+        },
+        other => DeltaError::delta(uri, "loading the table", other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_absolute_paths_and_cloud_schemes() {
+        assert_eq!(
+            table_url("/data/t").expect("abs").as_str(),
+            "file:///data/t/"
+        );
+        for uri in [
+            "file:///data/t",
+            "s3://lake/silver/events",
+            "gs://lake/t",
+            "az://container/t",
+            "abfss://c@account.dfs.core.windows.net/t",
+        ] {
+            assert!(table_url(uri).is_ok(), "{uri}");
+        }
+    }
+
+    #[test]
+    fn refuses_relative_paths_and_unknown_schemes() {
+        let err = table_url("data/t").expect_err("relative");
+        assert!(err.to_string().contains("relative"), "{err}");
+        let err = table_url("hdfs://nn/t").expect_err("scheme");
+        assert!(err.to_string().contains("hdfs"), "{err}");
+        assert!(table_url("").is_err());
+    }
+}

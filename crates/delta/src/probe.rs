@@ -1,0 +1,388 @@
+//! Probing a table's health from its log alone.
+//!
+//! Owns [`Prober`], which keeps every probed table loaded so a re-probe only applies the new
+//! commits (deltalake's incremental snapshot update) and reads only the new commit files for
+//! history. A probe never opens a data file.
+//!
+//! History (`created_at`, `last_*_at`, `commits_per_hour`) comes from the JSON commits still on
+//! disk: log cleanup (`delta.logRetentionDuration`, 30 days by default) erases older ones, so
+//! a table whose last OPTIMIZE is older than its log retention reports `last_optimize_at: null`
+//! after a restart. Persist what staleness needs in the job store.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use deltalake::DeltaTable;
+use serde::Serialize;
+
+use crate::checkpoint::{commits_since, last_checkpoint};
+use crate::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
+use crate::error::DeltaError;
+use crate::log::{list_log, partition_key, read_commits, Commit};
+use crate::maintainable::TableProtocol;
+use crate::open::open_table;
+use crate::snapshot::active_files;
+use crate::zorder::{files_added_since, FilesAddedSince};
+
+/// One hour, the window of `commits_per_hour`.
+const HOUR_MS: i64 = 3_600_000;
+
+/// What counts as a small file.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeOptions {
+    /// The table's target file size, in bytes.
+    pub target_file_size: u64,
+    /// A file is small when under `small_file_factor × target_file_size`
+    /// (default [`DEFAULT_SMALL_FILE_FACTOR`], 0.75).
+    pub small_file_factor: f64,
+}
+
+impl ProbeOptions {
+    /// Options for `target_file_size` with the default small-file factor.
+    pub fn for_target(target_file_size: u64) -> Self {
+        ProbeOptions {
+            target_file_size,
+            small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+        }
+    }
+}
+
+/// A table's state as read from its log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Probe {
+    /// The table uri.
+    pub table: String,
+    /// Latest version.
+    pub version: i64,
+    pub probed_at: DateTime<Utc>,
+    /// Timestamp of commit 0, or of the oldest commit still on disk (see `history_from_version`).
+    pub created_at: Option<DateTime<Utc>>,
+    /// Oldest JSON commit still on disk; history fields cover only what follows it.
+    pub history_from_version: Option<i64>,
+    pub last_commit_at: Option<DateTime<Utc>>,
+    /// Active data files.
+    pub files: u64,
+    pub size_bytes: u64,
+    /// Files under `small_file_threshold_bytes`.
+    pub small_files: u64,
+    pub small_file_threshold_bytes: u64,
+    /// Small files per partition key (`col=value[/col=value]`, `""` when unpartitioned).
+    pub small_files_by_partition: BTreeMap<String, u64>,
+    /// Commits after the newest checkpoint (all commits when there is none).
+    pub commits_since_checkpoint: u64,
+    pub last_checkpoint_version: Option<i64>,
+    /// When `_last_checkpoint` was last written.
+    pub last_checkpoint_at: Option<DateTime<Utc>>,
+    /// Commits whose timestamp falls in the hour before the probe.
+    pub commits_per_hour: u64,
+    /// Newest OPTIMIZE (compaction or Z-order), by anyone.
+    pub last_optimize_at: Option<DateTime<Utc>>,
+    /// Newest OPTIMIZE with a non-empty `operationParameters.zOrderBy`.
+    pub last_zorder_at: Option<DateTime<Utc>>,
+    /// Its version: pass it as `ZorderOptions::since_version`.
+    pub last_zorder_version: Option<i64>,
+    /// Newest `VACUUM START` or `VACUUM END`.
+    pub last_vacuum_at: Option<DateTime<Utc>>,
+    pub properties: HashMap<String, String>,
+    pub min_reader_version: i32,
+    pub min_writer_version: i32,
+    pub reader_features: Vec<String>,
+    pub writer_features: Vec<String>,
+    pub partition_columns: Vec<String>,
+    pub deletion_vectors_enabled: bool,
+}
+
+impl Probe {
+    /// The protocol facts, for [`crate::check_maintainable`].
+    pub fn protocol(&self) -> TableProtocol {
+        TableProtocol {
+            table: self.table.clone(),
+            min_reader_version: self.min_reader_version,
+            min_writer_version: self.min_writer_version,
+            reader_features: self.reader_features.clone(),
+            writer_features: self.writer_features.clone(),
+            properties: self.properties.clone(),
+            partition_columns: self.partition_columns.clone(),
+        }
+    }
+}
+
+/// Facts accumulated from the commits read so far.
+#[derive(Debug, Default)]
+struct History {
+    /// Highest version whose commit has been read.
+    scanned_to: Option<u64>,
+    first: Option<(u64, i64)>,
+    last_commit: Option<(u64, i64)>,
+    /// (version, timestamp) of commits in the last hour, oldest first.
+    recent: VecDeque<(u64, i64)>,
+    last_optimize: Option<(u64, i64)>,
+    last_zorder: Option<(u64, i64)>,
+    last_vacuum: Option<(u64, i64)>,
+}
+
+fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
+    if slot.is_none_or(|(v, _)| version > v) {
+        *slot = Some((version, ts));
+    }
+}
+
+impl History {
+    fn absorb(&mut self, commit: &Commit, mtime_ms: Option<i64>) {
+        let version = commit.version;
+        let Some(ts) = commit.info_timestamp_ms().or(mtime_ms) else {
+            return;
+        };
+        if self.first.is_none_or(|(v, _)| version < v) {
+            self.first = Some((version, ts));
+        }
+        newer(&mut self.last_commit, version, ts);
+        self.recent.push_back((version, ts));
+        match commit.operation() {
+            Some("OPTIMIZE") => {
+                newer(&mut self.last_optimize, version, ts);
+                if commit.is_zorder() {
+                    newer(&mut self.last_zorder, version, ts);
+                }
+            }
+            Some("VACUUM START" | "VACUUM END") => newer(&mut self.last_vacuum, version, ts),
+            _ => {}
+        }
+        self.scanned_to = Some(self.scanned_to.map_or(version, |s| s.max(version)));
+    }
+
+    /// Drops commits older than an hour before `now_ms` and counts the rest.
+    fn commits_in_last_hour(&mut self, now_ms: i64) -> u64 {
+        self.recent.retain(|(_, ts)| *ts > now_ms - HOUR_MS);
+        self.recent.len() as u64
+    }
+}
+
+/// A loaded table and what its history told us so far.
+#[derive(Debug)]
+struct Tracked {
+    table: DeltaTable,
+    history: History,
+}
+
+/// Probes tables from their logs, keeping each table loaded between probes.
+#[derive(Debug, Default)]
+pub struct Prober {
+    tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Tracked>>>>>,
+}
+
+fn millis_to_time(ms: i64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Prober {
+    /// A prober holding no tables yet.
+    pub fn new() -> Self {
+        Prober::default()
+    }
+
+    /// Forgets a table (e.g. removed from the inventory).
+    pub fn forget(&self, uri: &str) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.remove(uri);
+        }
+    }
+
+    fn slot(&self, uri: &str) -> Arc<tokio::sync::Mutex<Option<Tracked>>> {
+        // a poisoned lock only means another probe panicked mid-insert; the map is still usable
+        let mut tables = self
+            .tables
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        tables.entry(uri.to_owned()).or_default().clone()
+    }
+
+    /// Probes the table at `uri` from its log; re-probes read only the commits since the last.
+    pub async fn probe(&self, uri: &str, options: &ProbeOptions) -> Result<Probe, DeltaError> {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        match guard.as_mut() {
+            Some(tracked) => {
+                tracked
+                    .table
+                    .update_state()
+                    .await
+                    .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))?;
+            }
+            None => {
+                let table = open_table(uri).await?;
+                *guard = Some(Tracked {
+                    table,
+                    history: History::default(),
+                });
+            }
+        }
+        let tracked = guard.as_mut().ok_or_else(|| DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason: "probe state vanished".into(),
+        })?;
+        probe_tracked(uri, tracked, options).await
+    }
+
+    /// Data files added after `since_version` (for Z-order scoping), from the tracked table.
+    pub async fn files_added_since(
+        &self,
+        uri: &str,
+        since_version: i64,
+    ) -> Result<FilesAddedSince, DeltaError> {
+        let slot = self.slot(uri);
+        let guard = slot.lock().await;
+        match guard.as_ref() {
+            Some(tracked) => files_added_since(&tracked.table, uri, since_version).await,
+            None => {
+                drop(guard);
+                let table = open_table(uri).await?;
+                files_added_since(&table, uri, since_version).await
+            }
+        }
+    }
+}
+
+async fn probe_tracked(
+    uri: &str,
+    tracked: &mut Tracked,
+    options: &ProbeOptions,
+) -> Result<Probe, DeltaError> {
+    let probed_at = Utc::now();
+    let table = &tracked.table;
+    let version = table.version().unwrap_or(0);
+    let protocol = TableProtocol::of(uri, table)?;
+
+    let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
+    let files = active_files(table, uri).await?;
+    let mut small_files_by_partition = BTreeMap::new();
+    let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
+    for file in &files {
+        count += 1;
+        size += file.size;
+        if file.size < threshold {
+            small += 1;
+            *small_files_by_partition
+                .entry(partition_key(
+                    &protocol.partition_columns,
+                    &file.partition_values,
+                ))
+                .or_insert(0u64) += 1;
+        }
+    }
+    drop(files);
+
+    let log_store = table.log_store();
+    let mut history_from = None;
+    match tracked.history.scanned_to {
+        None => {
+            let listing = list_log(table.object_store().as_ref(), uri).await?;
+            let versions: Vec<u64> = listing.commits.range(..=version).map(|(v, _)| *v).collect();
+            history_from = versions.first().copied();
+            for (v, commit) in read_commits(log_store.as_ref(), uri, versions).await? {
+                if let Some(commit) = commit {
+                    tracked
+                        .history
+                        .absorb(&commit, listing.commits.get(&v).copied());
+                }
+            }
+        }
+        Some(scanned) if scanned < version => {
+            for (_, commit) in read_commits(log_store.as_ref(), uri, scanned + 1..=version).await? {
+                if let Some(commit) = commit {
+                    tracked.history.absorb(&commit, None);
+                }
+            }
+        }
+        Some(_) => {}
+    }
+    let history = &mut tracked.history;
+    history_from = history_from.or(history.first.map(|(v, _)| v));
+    let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
+
+    let checkpoint = last_checkpoint(table.object_store().as_ref(), uri).await?;
+    let at = |slot: Option<(u64, i64)>| slot.and_then(|(_, ts)| millis_to_time(ts));
+    Ok(Probe {
+        table: uri.to_owned(),
+        version: to_i64(version),
+        probed_at,
+        created_at: at(history.first),
+        history_from_version: history_from.map(to_i64),
+        last_commit_at: at(history.last_commit),
+        files: count,
+        size_bytes: size,
+        small_files: small,
+        small_file_threshold_bytes: threshold,
+        small_files_by_partition,
+        commits_since_checkpoint: commits_since(version, checkpoint),
+        last_checkpoint_version: checkpoint.map(|cp| to_i64(cp.version)),
+        last_checkpoint_at: checkpoint.and_then(|cp| millis_to_time(cp.written_at_ms)),
+        commits_per_hour,
+        last_optimize_at: at(history.last_optimize),
+        last_zorder_at: at(history.last_zorder),
+        last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
+        last_vacuum_at: at(history.last_vacuum),
+        deletion_vectors_enabled: protocol.deletion_vectors_enabled(),
+        properties: protocol.properties,
+        min_reader_version: protocol.min_reader_version,
+        min_writer_version: protocol.min_writer_version,
+        reader_features: protocol.reader_features,
+        writer_features: protocol.writer_features,
+        partition_columns: protocol.partition_columns,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(version: u64, ts: i64, info: &str) -> Commit {
+        let text = format!(r#"{{"commitInfo":{{"timestamp":{ts},{info}}}}}"#);
+        Commit::parse(version, text.as_bytes()).expect("parses")
+    }
+
+    #[test]
+    fn history_tracks_the_newest_of_each_kind() {
+        let mut h = History::default();
+        h.absorb(&commit(0, 1_000, r#""operation":"CREATE TABLE""#), None);
+        h.absorb(&commit(1, 2_000, r#""operation":"OPTIMIZE""#), None);
+        h.absorb(
+            &commit(
+                2,
+                3_000,
+                r#""operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[\"k\"]"}"#,
+            ),
+            None,
+        );
+        h.absorb(&commit(3, 4_000, r#""operation":"VACUUM START""#), None);
+        h.absorb(&commit(4, 5_000, r#""operation":"VACUUM END""#), None);
+        assert_eq!(h.first, Some((0, 1_000)));
+        assert_eq!(h.last_commit, Some((4, 5_000)));
+        assert_eq!(h.last_optimize, Some((2, 3_000)));
+        assert_eq!(h.last_zorder, Some((2, 3_000)));
+        assert_eq!(h.last_vacuum, Some((4, 5_000)));
+        assert_eq!(h.scanned_to, Some(4));
+    }
+
+    #[test]
+    fn commits_per_hour_counts_only_the_last_hour() {
+        let mut h = History::default();
+        let now = 10 * HOUR_MS;
+        h.absorb(
+            &commit(0, now - 2 * HOUR_MS, r#""operation":"WRITE""#),
+            None,
+        );
+        h.absorb(
+            &commit(1, now - HOUR_MS / 2, r#""operation":"WRITE""#),
+            None,
+        );
+        h.absorb(&commit(2, now - 1, r#""operation":"WRITE""#), None);
+        assert_eq!(h.commits_in_last_hour(now), 2);
+        assert_eq!(h.recent.len(), 2);
+    }
+}

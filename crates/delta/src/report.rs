@@ -1,0 +1,180 @@
+//! What a maintenance operation did, as it goes into the job's `result` JSON.
+//!
+//! Owns [`OpReport`] and the closed [`MaintenanceOp`] vocabulary of this crate (the daemon maps
+//! the inventory's own `Operation` onto it). Reports are facts read back from the log after the
+//! operation, never estimates, except where a field says so (dry runs).
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// The maintenance operations this crate performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaintenanceOp {
+    /// OPTIMIZE bin-packing of small files.
+    Compact,
+    /// OPTIMIZE ZORDER BY.
+    Zorder,
+    /// VACUUM of unreferenced data files.
+    Vacuum,
+    /// Checkpoint creation and expired-log cleanup.
+    Checkpoint,
+}
+
+impl MaintenanceOp {
+    /// The name used in job rows, metrics labels and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaintenanceOp::Compact => "compact",
+            MaintenanceOp::Zorder => "zorder",
+            MaintenanceOp::Vacuum => "vacuum",
+            MaintenanceOp::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+impl std::fmt::Display for MaintenanceOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How far the configured and the table's own retention disagree (reported, never resolved).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RetentionDrift {
+    /// Retention the inventory asked for, in seconds.
+    pub inventory_secs: u64,
+    /// The table's `delta.deletedFileRetentionDuration` (or `delta.logRetentionDuration`), in seconds.
+    pub table_secs: u64,
+}
+
+/// Upper bound on the paths listed in a report; the job result JSON must stay small.
+/// 1000 paths of ~100 bytes keep a result under ~100 KiB.
+pub const MAX_REPORTED_PATHS: usize = 1000;
+
+/// The outcome of one maintenance operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpReport {
+    /// Which operation ran.
+    pub operation: MaintenanceOp,
+    /// The table uri.
+    pub table: String,
+    /// True when nothing was changed on purpose.
+    pub dry_run: bool,
+    /// Table version the operation started from.
+    pub version_before: i64,
+    /// Version of the last commit this operation wrote; `None` when it wrote none.
+    pub version_after: Option<i64>,
+    /// Every version this operation committed, in order.
+    pub commits: Vec<i64>,
+    /// Data files the operation removed from the table (compaction/Z-order) or deleted from
+    /// storage (vacuum).
+    pub files_removed: u64,
+    /// Data files the operation added.
+    pub files_added: u64,
+    /// Bytes of `files_removed`.
+    pub bytes_removed: u64,
+    /// Bytes of `files_added`.
+    pub bytes_added: u64,
+    /// Partitions rewritten, as `col=value[/col=value]`; `""` stands for an unpartitioned table.
+    pub partitions_touched: Vec<String>,
+    /// The retention this operation applied (vacuum: deleted files, checkpoint: log), seconds.
+    pub retention_used_secs: Option<u64>,
+    /// Disagreement between the inventory's retention and the table property, if any.
+    pub retention_drift: Option<RetentionDrift>,
+    /// Vacuum dry run: how many files it would delete.
+    pub would_delete_files: Option<u64>,
+    /// Vacuum dry run: bytes of the files that still existed.
+    pub would_delete_bytes: Option<u64>,
+    /// Vacuum dry run: the paths, at most [`MAX_REPORTED_PATHS`].
+    pub would_delete_paths: Vec<String>,
+    /// True when `would_delete_paths` was cut at [`MAX_REPORTED_PATHS`].
+    pub would_delete_paths_truncated: bool,
+    /// Commit conflicts met and retried inside this operation.
+    pub conflicts: u32,
+    /// Wall-clock duration of the operation.
+    pub duration_secs: f64,
+    /// Why nothing needed doing, when nothing was done.
+    pub skipped: Option<String>,
+    /// Checkpoint: the version of the checkpoint now newest.
+    pub checkpoint_version: Option<i64>,
+    /// Checkpoint: expired log files deleted.
+    pub log_files_deleted: Option<u64>,
+}
+
+impl OpReport {
+    /// An empty report for `operation` on `table`, starting at `version_before`.
+    pub(crate) fn new(
+        operation: MaintenanceOp,
+        table: &str,
+        version_before: i64,
+        dry_run: bool,
+    ) -> Self {
+        OpReport {
+            operation,
+            table: table.to_owned(),
+            dry_run,
+            version_before,
+            version_after: None,
+            commits: Vec::new(),
+            files_removed: 0,
+            files_added: 0,
+            bytes_removed: 0,
+            bytes_added: 0,
+            partitions_touched: Vec::new(),
+            retention_used_secs: None,
+            retention_drift: None,
+            would_delete_files: None,
+            would_delete_bytes: None,
+            would_delete_paths: Vec::new(),
+            would_delete_paths_truncated: false,
+            conflicts: 0,
+            duration_secs: 0.0,
+            skipped: None,
+            checkpoint_version: None,
+            log_files_deleted: None,
+        }
+    }
+
+    /// Stamps the duration measured from `started`.
+    pub(crate) fn finish(mut self, started: Instant) -> Self {
+        self.duration_secs = round_millis(started.elapsed());
+        self
+    }
+
+    /// Records the dry-run deletion list, capped at [`MAX_REPORTED_PATHS`].
+    pub(crate) fn set_would_delete(&mut self, paths: &[String], bytes: u64) {
+        self.would_delete_files = Some(paths.len() as u64);
+        self.would_delete_bytes = Some(bytes);
+        self.would_delete_paths = paths.iter().take(MAX_REPORTED_PATHS).cloned().collect();
+        self.would_delete_paths_truncated = paths.len() > MAX_REPORTED_PATHS;
+    }
+}
+
+fn round_millis(d: Duration) -> f64 {
+    (d.as_millis() as f64) / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_list_is_capped_and_flagged() {
+        let mut report = OpReport::new(MaintenanceOp::Vacuum, "/t", 3, true);
+        let paths: Vec<String> = (0..MAX_REPORTED_PATHS + 5)
+            .map(|i| format!("part-{i}.parquet"))
+            .collect();
+        report.set_would_delete(&paths, 42);
+        assert_eq!(
+            report.would_delete_files,
+            Some((MAX_REPORTED_PATHS + 5) as u64)
+        );
+        assert_eq!(report.would_delete_paths.len(), MAX_REPORTED_PATHS);
+        assert!(report.would_delete_paths_truncated);
+        let json = serde_json::to_value(&report).expect("report serializes");
+        assert_eq!(json["operation"], "vacuum");
+        assert_eq!(json["would_delete_bytes"], 42);
+    }
+}

@@ -1,0 +1,259 @@
+//! Scoped OPTIMIZE runs shared by compaction and Z-order.
+//!
+//! Owns turning a set of partitions into deltalake partition filters, running one OPTIMIZE per
+//! filter set (cancellable), and reading back what each run committed: the commits carrying the
+//! run's marker, each checked by the duplicate-rewrite guard before anything else happens.
+//! This module never decides *which* partitions need work; compaction and Z-order do.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::num::NonZeroU64;
+
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::operations::optimize::OptimizeType;
+use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::DeltaError;
+use crate::guard::check_commit;
+use crate::log::{partition_key, Commit};
+use crate::report::{MaintenanceOp, OpReport};
+use crate::run::{cancellable, run_commits};
+
+/// One partition to work on: its key and its raw values in partition-column order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct PartitionScope {
+    pub key: String,
+    pub values: Vec<(String, Option<String>)>,
+}
+
+/// An owned partition filter literal (deltalake's literals borrow their strings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OwnedFilter {
+    /// `col = value`; an empty value selects the null partition.
+    Eq(String, String),
+    /// `col IN (values)`, none of them null.
+    In(String, Vec<String>),
+}
+
+/// Filter sets (each a conjunction) that together select exactly `scopes`.
+///
+/// - unpartitioned table: one empty set, the whole table;
+/// - one partition column: one `IN` set for all non-null values (one commit), plus an `=` set
+///   for the null partition (deltalake's `IN` never matches null);
+/// - several columns: one `=` conjunction per partition.
+pub(crate) fn filter_sets(
+    partition_columns: &[String],
+    scopes: &[PartitionScope],
+) -> Vec<Vec<OwnedFilter>> {
+    if partition_columns.is_empty() {
+        return if scopes.is_empty() {
+            Vec::new()
+        } else {
+            vec![Vec::new()]
+        };
+    }
+    if let [column] = partition_columns {
+        let mut values = BTreeSet::new();
+        let mut null = false;
+        for scope in scopes {
+            match scope.values.first().and_then(|(_, v)| v.clone()) {
+                Some(v) => {
+                    values.insert(v);
+                }
+                None => null = true,
+            }
+        }
+        let mut sets = Vec::new();
+        if !values.is_empty() {
+            sets.push(vec![OwnedFilter::In(
+                column.clone(),
+                values.into_iter().collect(),
+            )]);
+        }
+        if null {
+            sets.push(vec![OwnedFilter::Eq(column.clone(), String::new())]);
+        }
+        return sets;
+    }
+    scopes
+        .iter()
+        .map(|scope| {
+            scope
+                .values
+                .iter()
+                .map(|(col, v)| OwnedFilter::Eq(col.clone(), v.clone().unwrap_or_default()))
+                .collect()
+        })
+        .collect()
+}
+
+fn literals(filters: &[OwnedFilter]) -> Vec<FilterLiteral<'_>> {
+    filters
+        .iter()
+        .map(|f| match f {
+            OwnedFilter::Eq(col, v) => {
+                (col.as_str(), FilterOp::Eq, FilterValue::Scalar(v.as_str()))
+            }
+            OwnedFilter::In(col, vs) => (
+                col.as_str(),
+                FilterOp::In,
+                FilterValue::Set(vs.iter().map(String::as_str).collect()),
+            ),
+        })
+        .collect()
+}
+
+/// What kind of rewrite to run.
+#[derive(Debug, Clone)]
+pub(crate) enum Rewrite {
+    Compact,
+    ZOrder(Vec<String>),
+}
+
+/// Everything one scoped OPTIMIZE needs besides the table and its filters.
+#[derive(Debug, Clone)]
+pub(crate) struct RewriteSpec {
+    pub operation: MaintenanceOp,
+    pub rewrite: Rewrite,
+    pub target_size: NonZeroU64,
+    /// Commit metadata: the run marker, plus `operationParameters` for Z-order.
+    pub marker: HashMap<String, Value>,
+}
+
+/// Runs one OPTIMIZE over `filters` from `table`'s snapshot.
+/// Returns the table deltalake hands back (refreshed to the latest version).
+pub(crate) async fn optimize_once(
+    uri: &str,
+    table: &DeltaTable,
+    spec: &RewriteSpec,
+    filters: &[OwnedFilter],
+    cancel: &CancellationToken,
+) -> Result<DeltaTable, DeltaError> {
+    let literals = literals(filters);
+    let optimize_type = match &spec.rewrite {
+        Rewrite::Compact => OptimizeType::Compact,
+        Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
+    };
+    let builder = table
+        .clone()
+        .optimize()
+        .with_type(optimize_type)
+        .with_filters(&literals)
+        .with_target_size(spec.target_size)
+        .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
+    let step = async {
+        builder
+            .await
+            .map(|(table, _metrics)| table)
+            .map_err(|err| DeltaError::delta(uri, "optimize", err))
+    };
+    cancellable(cancel, uri, spec.operation, step).await
+}
+
+/// The active paths at a known version, carried from one scoped run to the next so the guard
+/// does not reload the snapshot when nobody else committed in between.
+pub(crate) type KnownActive = Option<(u64, HashSet<String>)>;
+
+/// Reads the commits of `run_id` after `after_version`, guards each, and adds them to `report`.
+///
+/// Returns the active paths after the last commit when they can be derived from `known`
+/// (our commits followed each other directly), else `None`.
+pub(crate) async fn record_commits(
+    uri: &str,
+    table: &DeltaTable,
+    after_version: u64,
+    run_id: &str,
+    mut known: KnownActive,
+    partition_columns: &[String],
+    report: &mut OpReport,
+) -> Result<KnownActive, DeltaError> {
+    let commits = run_commits(table.log_store().as_ref(), uri, after_version, run_id).await?;
+    for commit in &commits {
+        check_commit(uri, commit, known.as_ref().map(|(v, set)| (*v, set))).await?;
+        add_commit(report, commit, partition_columns);
+        known = match known {
+            Some((version, mut set)) if version + 1 == commit.version => {
+                for removed in &commit.removes {
+                    set.remove(&removed.path);
+                }
+                set.extend(commit.adds.iter().map(|a| a.path.clone()));
+                Some((commit.version, set))
+            }
+            _ => None,
+        };
+    }
+    Ok(known)
+}
+
+fn add_commit(report: &mut OpReport, commit: &Commit, partition_columns: &[String]) {
+    let version = i64::try_from(commit.version).unwrap_or(i64::MAX);
+    report.commits.push(version);
+    report.version_after = Some(version);
+    report.files_removed += commit.removes.len() as u64;
+    report.bytes_removed += commit.removes.iter().filter_map(|r| r.size).sum::<u64>();
+    report.files_added += commit.adds.len() as u64;
+    report.bytes_added += commit.adds.iter().filter_map(|a| a.size).sum::<u64>();
+    let mut touched: BTreeSet<String> = report.partitions_touched.drain(..).collect();
+    for action in commit.removes.iter().chain(commit.adds.iter()) {
+        touched.insert(partition_key(partition_columns, &action.partition_values));
+    }
+    report.partitions_touched = touched.into_iter().collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(values: &[(&str, Option<&str>)]) -> PartitionScope {
+        PartitionScope {
+            key: String::new(),
+            values: values
+                .iter()
+                .map(|(c, v)| ((*c).to_owned(), v.map(str::to_owned)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn unpartitioned_tables_use_no_filter() {
+        assert_eq!(
+            filter_sets(&[], &[scope(&[])]),
+            vec![Vec::<OwnedFilter>::new()]
+        );
+        assert!(filter_sets(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn one_partition_column_becomes_one_in_filter_plus_null() {
+        let cols = vec!["d".to_owned()];
+        let sets = filter_sets(
+            &cols,
+            &[
+                scope(&[("d", Some("2"))]),
+                scope(&[("d", None)]),
+                scope(&[("d", Some("1"))]),
+            ],
+        );
+        assert_eq!(
+            sets,
+            vec![
+                vec![OwnedFilter::In("d".into(), vec!["1".into(), "2".into()])],
+                vec![OwnedFilter::Eq("d".into(), String::new())],
+            ]
+        );
+    }
+
+    #[test]
+    fn several_partition_columns_become_one_conjunction_each() {
+        let cols = vec!["d".to_owned(), "k".to_owned()];
+        let sets = filter_sets(&cols, &[scope(&[("d", Some("1")), ("k", None)])]);
+        assert_eq!(
+            sets,
+            vec![vec![
+                OwnedFilter::Eq("d".into(), "1".into()),
+                OwnedFilter::Eq("k".into(), String::new())
+            ]]
+        );
+    }
+}

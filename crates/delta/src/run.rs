@@ -1,0 +1,209 @@
+//! How every operation runs: cancellable, retried on commit conflicts, and recognisable in the log.
+//!
+//! Owns three mechanics the operation modules share:
+//! - [`cancellable`]: races a step against the caller's `CancellationToken` and drops the step
+//!   when the token fires. The worker cancels when it cannot renew its job lease, so another
+//!   replica may soon take the job over; dropping the future before its commit is what keeps two
+//!   compactions of one table from both committing (DESIGN.md hazard 1). A commit that was
+//!   already written cannot be undone: cancellation only stops work that has not committed yet.
+//! - [`ConflictRetry`]: reruns an attempt after a lost commit race, with backoff and jitter,
+//!   up to the caller's limit, counting each conflict.
+//! - run markers: every commit tablekeeper writes carries `commitInfo.tablekeeper.runId`, because
+//!   deltalake does not say which version its commit became (`CommitInfo` has no version and
+//!   the returned table is already refreshed past concurrent commits).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use deltalake::logstore::LogStore;
+use rand::Rng;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{is_commit_conflict, DeltaError};
+use crate::log::{read_commits, Commit, MARKER_KEY};
+use crate::report::MaintenanceOp;
+
+/// First backoff after a conflict; doubled per retry. Commits take tens of milliseconds on
+/// object stores, so a quarter second lets the winning writer finish its post-commit work.
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+/// Ceiling for one backoff step, so a job never sleeps longer than a lease renewal interval.
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// Runs `step` unless `cancel` fires first; a cancelled step is dropped before it can commit.
+pub(crate) async fn cancellable<T>(
+    cancel: &CancellationToken,
+    table: &str,
+    operation: MaintenanceOp,
+    step: impl Future<Output = Result<T, DeltaError>>,
+) -> Result<T, DeltaError> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(DeltaError::Cancelled { table: table.to_owned(), operation }),
+        result = step => result,
+    }
+}
+
+/// Backoff before retry number `retry` (0-based): exponential, capped, with full jitter so two
+/// maintenance jobs that collided do not collide again in lockstep.
+pub(crate) fn backoff(retry: u32) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(2u32.saturating_pow(retry.min(16)));
+    let cap = exp.min(BACKOFF_MAX);
+    let millis = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rand::rng().random_range(millis / 2..=millis.max(1)))
+}
+
+/// Counts lost commit races of one operation and decides whether to try again.
+#[derive(Debug)]
+pub(crate) struct ConflictRetry {
+    max_retries: u32,
+    /// Conflicts met so far.
+    pub conflicts: u32,
+}
+
+impl ConflictRetry {
+    pub(crate) fn new(max_retries: u32) -> Self {
+        ConflictRetry {
+            max_retries,
+            conflicts: 0,
+        }
+    }
+
+    /// Handles a failed attempt: for a commit conflict within the limit, waits a backoff and
+    /// returns `Ok(())` (try again); otherwise returns the error to give up with, turning an
+    /// exhausted conflict into [`DeltaError::Conflict`].
+    pub(crate) async fn after_failure(
+        &mut self,
+        err: DeltaError,
+        cancel: &CancellationToken,
+        table: &str,
+        operation: MaintenanceOp,
+    ) -> Result<(), DeltaError> {
+        let source = match err {
+            DeltaError::Delta { source, .. } if is_commit_conflict(&source) => source,
+            other => return Err(other),
+        };
+        self.conflicts += 1;
+        if self.conflicts > self.max_retries {
+            return Err(DeltaError::Conflict {
+                table: table.to_owned(),
+                operation,
+                attempts: self.conflicts,
+                source,
+            });
+        }
+        let pause = backoff(self.conflicts - 1);
+        tracing::info!(
+            table,
+            %operation,
+            conflicts = self.conflicts,
+            pause_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+            error = %source,
+            "commit conflict, retrying"
+        );
+        cancellable(cancel, table, operation, async {
+            tokio::time::sleep(pause).await;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The commit metadata that marks a commit as written by run `run_id`.
+pub(crate) fn run_marker(run_id: &str, operation: MaintenanceOp) -> HashMap<String, Value> {
+    HashMap::from([(
+        MARKER_KEY.to_owned(),
+        json!({ "runId": run_id, "operation": operation.as_str() }),
+    )])
+}
+
+/// The commits after `after_version` carrying `run_id`, in version order.
+pub(crate) async fn run_commits(
+    log_store: &dyn LogStore,
+    table: &str,
+    after_version: u64,
+    run_id: &str,
+) -> Result<Vec<Commit>, DeltaError> {
+    let latest = log_store
+        .get_latest_version(after_version)
+        .await
+        .map_err(|err| DeltaError::delta(table, "finding the latest version", err))?;
+    let commits = read_commits(log_store, table, after_version + 1..=latest).await?;
+    Ok(commits
+        .into_iter()
+        .filter_map(|(_, commit)| commit)
+        .filter(|commit| commit.run_id() == Some(run_id))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+    use deltalake::DeltaTableError;
+
+    fn conflict() -> DeltaError {
+        DeltaError::delta(
+            "/t",
+            "optimize",
+            DeltaTableError::Transaction {
+                source: TransactionError::CommitConflict(CommitConflictError::ConcurrentDeleteRead),
+            },
+        )
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(0) <= BACKOFF_BASE);
+        assert!(backoff(0) >= BACKOFF_BASE / 2);
+        assert!(backoff(30) <= BACKOFF_MAX);
+        assert!(backoff(30) >= BACKOFF_MAX / 2);
+    }
+
+    #[tokio::test]
+    async fn conflicts_are_retried_then_reported_as_conflict() {
+        let cancel = CancellationToken::new();
+        let mut retry = ConflictRetry::new(1);
+        retry
+            .after_failure(conflict(), &cancel, "/t", MaintenanceOp::Compact)
+            .await
+            .expect("first conflict is retried");
+        let err = retry
+            .after_failure(conflict(), &cancel, "/t", MaintenanceOp::Compact)
+            .await
+            .expect_err("second conflict exceeds the limit");
+        assert_eq!(retry.conflicts, 2);
+        assert!(matches!(err, DeltaError::Conflict { attempts: 2, .. }));
+        assert_eq!(err.class(), crate::error::ErrorClass::Conflict);
+    }
+
+    #[tokio::test]
+    async fn other_errors_are_not_retried() {
+        let cancel = CancellationToken::new();
+        let mut retry = ConflictRetry::new(5);
+        let err = retry
+            .after_failure(
+                DeltaError::NotADeltaTable { table: "/t".into() },
+                &cancel,
+                "/t",
+                MaintenanceOp::Compact,
+            )
+            .await
+            .expect_err("not retried");
+        assert!(matches!(err, DeltaError::NotADeltaTable { .. }));
+        assert_eq!(retry.conflicts, 0);
+    }
+
+    #[tokio::test]
+    async fn cancellation_drops_the_step() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let result = cancellable(&cancel, "/t", MaintenanceOp::Vacuum, async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(())
+        })
+        .await;
+        assert!(matches!(result, Err(DeltaError::Cancelled { .. })));
+    }
+}

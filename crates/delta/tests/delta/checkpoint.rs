@@ -1,0 +1,139 @@
+use std::time::Duration;
+
+use tablekeeper_delta::{checkpoint, CheckpointOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{create_table, rows, TestTable};
+
+const MONTH: Duration = Duration::from_secs(30 * 86_400);
+
+fn options(max: u64, log_retention: Duration, force: bool) -> CheckpointOptions {
+    CheckpointOptions {
+        max_commits_since_checkpoint: max,
+        log_retention,
+        force,
+    }
+}
+
+fn log_file(t: &TestTable, name: &str) -> bool {
+    t.path().join("_delta_log").join(name).exists()
+}
+
+fn json(version: u64) -> String {
+    format!("{version:020}.json")
+}
+
+fn checkpoint_file(version: u64) -> String {
+    format!("{version:020}.checkpoint.parquet")
+}
+
+#[tokio::test]
+async fn a_checkpoint_is_written_once_enough_commits_piled_up() {
+    let t = create_table(false, &[]).await;
+    for i in 0..3 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-07-01")).await;
+    }
+    let version = t.version().await;
+
+    let below = checkpoint(
+        &t.uri,
+        &options(10, MONTH, false),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("below threshold");
+    assert!(below.skipped.is_some(), "{below:?}");
+    assert_eq!(below.checkpoint_version, None);
+    assert!(!log_file(&t, &checkpoint_file(version)));
+
+    let report = checkpoint(&t.uri, &options(4, MONTH, false), &CancellationToken::new())
+        .await
+        .expect("checkpoint");
+    assert_eq!(report.checkpoint_version, Some(version as i64));
+    assert!(report.skipped.is_none());
+    assert!(log_file(&t, &checkpoint_file(version)));
+    assert!(log_file(&t, "_last_checkpoint"));
+    assert_eq!(
+        report.log_files_deleted,
+        Some(0),
+        "a month of log retention keeps everything"
+    );
+
+    let again = checkpoint(&t.uri, &options(1, MONTH, true), &CancellationToken::new())
+        .await
+        .expect("nothing new");
+    assert!(
+        again.skipped.is_some(),
+        "no commit since the checkpoint: {again:?}"
+    );
+}
+
+#[tokio::test]
+async fn force_writes_below_the_threshold() {
+    let t = create_table(true, &[]).await;
+    t.append(&rows(0..10, "2024-07-01")).await;
+    let version = t.version().await;
+    let report = checkpoint(
+        &t.uri,
+        &options(100, MONTH, true),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("forced");
+    assert_eq!(report.checkpoint_version, Some(version as i64));
+    assert!(log_file(&t, &checkpoint_file(version)));
+}
+
+#[tokio::test]
+async fn expired_logs_are_cleaned_up_to_the_checkpoint_and_the_table_still_reads() {
+    let t = create_table(false, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-07-01")).await;
+    }
+    let version = t.version().await;
+    let rows_before = t.rows().await;
+    let report = checkpoint(
+        &t.uri,
+        &options(1, Duration::ZERO, false),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("checkpoint and cleanup");
+    assert_eq!(report.retention_used_secs, Some(0));
+    assert_eq!(report.log_files_deleted, Some(version));
+    for v in 0..version {
+        assert!(!log_file(&t, &json(v)), "commit {v} should be gone");
+    }
+    assert!(log_file(&t, &json(version)));
+    assert_eq!(
+        t.rows().await,
+        rows_before,
+        "the canary's fresh load, repeated here"
+    );
+}
+
+#[tokio::test]
+async fn the_longer_table_log_retention_wins_and_disabled_cleanup_is_respected() {
+    for (properties, expect_drift) in [
+        (
+            vec![("delta.logRetentionDuration", "interval 30 days")],
+            true,
+        ),
+        (vec![("delta.enableExpiredLogCleanup", "false")], false),
+    ] {
+        let t = create_table(false, &properties).await;
+        for i in 0..3 {
+            t.append(&rows(i * 10..i * 10 + 10, "2024-07-01")).await;
+        }
+        let report = checkpoint(
+            &t.uri,
+            &options(1, Duration::ZERO, false),
+            &CancellationToken::new(),
+        )
+        .await
+        .expect("checkpoint");
+        assert!(log_file(&t, &json(0)), "history kept for {properties:?}");
+        assert_eq!(report.retention_drift.is_some(), expect_drift, "{report:?}");
+        assert_eq!(report.log_files_deleted.unwrap_or(0), 0);
+    }
+}

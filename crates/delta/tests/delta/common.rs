@@ -1,0 +1,229 @@
+//! Real Delta tables in temp dirs, written and read with deltalake itself.
+
+use std::collections::BTreeSet;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use deltalake::kernel::{DataType, StructField};
+use deltalake::operations::collect_sendable_stream;
+use deltalake::operations::create::CreateBuilder;
+use deltalake::protocol::SaveMode;
+use deltalake::{DeltaTable, DeltaTableBuilder};
+use tempfile::TempDir;
+use url::Url;
+
+/// (id, event_date, event_type, value)
+pub type Row = (i64, String, String, i64);
+
+pub struct TestTable {
+    pub dir: TempDir,
+    pub uri: String,
+}
+
+impl TestTable {
+    pub fn url(&self) -> Url {
+        Url::from_directory_path(self.dir.path()).expect("absolute temp dir")
+    }
+
+    pub fn path(&self) -> &FsPath {
+        self.dir.path()
+    }
+
+    pub async fn open(&self) -> DeltaTable {
+        deltalake::open_table(self.url()).await.expect("open")
+    }
+
+    pub async fn open_at(&self, version: u64) -> DeltaTable {
+        DeltaTableBuilder::from_url(self.url())
+            .expect("url")
+            .with_version(version)
+            .load()
+            .await
+            .expect("load version")
+    }
+
+    pub async fn version(&self) -> u64 {
+        self.open().await.version().expect("loaded")
+    }
+
+    pub async fn rows(&self) -> Vec<Row> {
+        read_rows(self.open().await).await
+    }
+
+    pub async fn rows_at(&self, version: u64) -> Vec<Row> {
+        read_rows(self.open_at(version).await).await
+    }
+
+    /// Every version's rows, oldest first.
+    pub async fn rows_by_version(&self) -> Vec<(u64, Vec<Row>)> {
+        let latest = self.version().await;
+        let mut all = Vec::new();
+        for v in 0..=latest {
+            all.push((v, self.rows_at(v).await));
+        }
+        all
+    }
+
+    pub async fn append(&self, rows: &[Row]) {
+        self.open()
+            .await
+            .write(vec![batch(rows)])
+            .with_save_mode(SaveMode::Append)
+            .await
+            .expect("append");
+    }
+
+    pub async fn delete(&self, predicate: &str) {
+        self.open()
+            .await
+            .delete()
+            .with_predicate(predicate)
+            .await
+            .expect("delete");
+    }
+
+    pub async fn update_value(&self, predicate: &str, expression: &str) {
+        self.open()
+            .await
+            .update()
+            .with_predicate(predicate)
+            .with_update("value", expression)
+            .await
+            .expect("update");
+    }
+
+    /// Active data file paths, relative to the table root.
+    pub async fn active_paths(&self) -> BTreeSet<String> {
+        let table = self.open().await;
+        table
+            .snapshot()
+            .expect("snapshot")
+            .snapshot()
+            .log_data()
+            .into_iter()
+            .map(|f| f.path().into_owned())
+            .collect()
+    }
+
+    /// Parquet files on disk, relative to the table root.
+    pub fn parquet_on_disk(&self) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        collect_parquet(self.path(), self.path(), &mut found);
+        found
+    }
+}
+
+fn collect_parquet(root: &FsPath, dir: &FsPath, found: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| n == "_delta_log") {
+            continue;
+        }
+        if path.is_dir() {
+            collect_parquet(root, &path, found);
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            let rel = path.strip_prefix(root).expect("under root");
+            found.insert(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+pub fn row(id: i64, date: &str) -> Row {
+    (id, date.to_owned(), format!("type{}", id % 3), id * 10)
+}
+
+pub fn rows(ids: std::ops::Range<i64>, date: &str) -> Vec<Row> {
+    ids.map(|id| row(id, date)).collect()
+}
+
+fn arrow_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", ArrowType::Int64, false),
+        Field::new("event_date", ArrowType::Utf8, true),
+        Field::new("event_type", ArrowType::Utf8, true),
+        Field::new("value", ArrowType::Int64, true),
+    ]))
+}
+
+pub fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_new(
+        arrow_schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.1.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.2.as_str()),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ],
+    )
+    .expect("batch")
+}
+
+/// Creates an empty table; `partitioned` partitions by `event_date`.
+pub async fn create_table(partitioned: bool, properties: &[(&str, &str)]) -> TestTable {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().to_str().expect("utf-8 path").to_owned();
+    let mut builder = CreateBuilder::new()
+        .with_location(uri.clone())
+        .with_columns(vec![
+            StructField::new("id", DataType::LONG, false),
+            StructField::new("event_date", DataType::STRING, true),
+            StructField::new("event_type", DataType::STRING, true),
+            StructField::new("value", DataType::LONG, true),
+        ])
+        .with_configuration(properties.iter().map(|(k, v)| (*k, Some(*v))));
+    if partitioned {
+        builder = builder.with_partition_columns(["event_date"]);
+    }
+    builder.await.expect("create table");
+    TestTable { dir, uri }
+}
+
+pub async fn read_rows(table: DeltaTable) -> Vec<Row> {
+    let (_, stream) = table.scan_table().await.expect("scan");
+    let batches = collect_sendable_stream(stream).await.expect("collect");
+    let mut out = Vec::new();
+    for batch in batches {
+        let col = |name: &str, ty: &ArrowType| {
+            let idx = batch.schema().index_of(name).expect("column");
+            cast(batch.column(idx), ty).expect("cast")
+        };
+        let ids = col("id", &ArrowType::Int64);
+        let dates = col("event_date", &ArrowType::Utf8);
+        let types = col("event_type", &ArrowType::Utf8);
+        let values = col("value", &ArrowType::Int64);
+        let ids = ids.as_any().downcast_ref::<Int64Array>().expect("ids");
+        let dates = dates.as_any().downcast_ref::<StringArray>().expect("dates");
+        let types = types.as_any().downcast_ref::<StringArray>().expect("types");
+        let values = values
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("values");
+        for i in 0..batch.num_rows() {
+            out.push((
+                ids.value(i),
+                dates.value(i).to_owned(),
+                types.value(i).to_owned(),
+                if values.is_null(i) {
+                    i64::MIN
+                } else {
+                    values.value(i)
+                },
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Files (active) per partition directory prefix.
+pub fn count_in_partition(paths: &BTreeSet<String>, date: &str) -> usize {
+    let prefix = format!("event_date={date}/");
+    paths.iter().filter(|p| p.starts_with(&prefix)).count()
+}

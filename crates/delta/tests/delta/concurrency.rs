@@ -1,0 +1,166 @@
+//! Compaction racing real writers: no row may be lost or duplicated, conflicts are retried.
+
+use std::collections::BTreeSet;
+use std::num::NonZeroU64;
+
+use tablekeeper_delta::{classify_delta_error, compact, CompactOptions, DeltaError, ErrorClass};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{create_table, row, rows, Row, TestTable};
+
+const MAX_CONFLICT_RETRIES: u32 = 8;
+/// A writer retries its own conflicts this often before the test gives up on it.
+const WRITER_RETRIES: usize = 20;
+
+fn compact_options() -> CompactOptions {
+    CompactOptions {
+        target_file_size: 64 * 1024 * 1024,
+        min_small_files: 2,
+        small_file_factor: 0.75,
+        dry_run: false,
+        max_conflict_retries: MAX_CONFLICT_RETRIES,
+    }
+}
+
+#[tokio::test]
+async fn a_stale_compaction_fails_with_a_conflict() {
+    let t = create_table(false, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-04-01")).await;
+    }
+    let stale = t.open().await;
+    t.delete("id < 5").await;
+    let err = stale
+        .optimize()
+        .with_target_size(NonZeroU64::new(64 * 1024 * 1024).unwrap())
+        .await
+        .expect_err("a compaction over files a delete rewrote must not commit");
+    assert_eq!(classify_delta_error(&err), ErrorClass::Conflict, "{err}");
+}
+
+#[tokio::test]
+async fn a_delete_from_before_a_compaction_neither_loses_nor_duplicates_rows() {
+    let t = create_table(false, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-04-01")).await;
+    }
+    let stale_deleter = t.open().await;
+    compact(&t.uri, &compact_options(), &CancellationToken::new())
+        .await
+        .expect("compaction");
+    let expected: Vec<Row> = rows(0..40, "2024-04-01")
+        .into_iter()
+        .filter(|r| r.0 >= 5)
+        .collect();
+    match stale_deleter.delete().with_predicate("id < 5").await {
+        // deltalake noticed the compacted file may hold the deleted rows: the writer retries
+        Err(err) => {
+            assert_eq!(classify_delta_error(&err), ErrorClass::Conflict, "{err}");
+            eprintln!("the stale delete conflicted and was retried: {err}");
+            t.delete("id < 5").await;
+        }
+        Ok(_) => eprintln!("the stale delete committed over the compaction"),
+    }
+    assert_eq!(t.rows().await, expected);
+}
+
+async fn append_with_retries(t: &TestTable, batch: &[Row]) -> bool {
+    for _ in 0..WRITER_RETRIES {
+        if t.open()
+            .await
+            .write(vec![crate::common::batch(batch)])
+            .with_save_mode(deltalake::protocol::SaveMode::Append)
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+async fn delete_with_retries(t: &TestTable, predicate: &str) -> bool {
+    for _ in 0..WRITER_RETRIES {
+        match t.open().await.delete().with_predicate(predicate).await {
+            Ok(_) => return true,
+            Err(err) if classify_delta_error(&err) == ErrorClass::Conflict => continue,
+            Err(err) => panic!("delete failed: {err}"),
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn appends_and_deletes_during_compaction_lose_and_duplicate_nothing() {
+    let t = std::sync::Arc::new(create_table(false, &[]).await);
+    for i in 0..12 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-05-01")).await;
+    }
+    let initial = t.rows().await;
+
+    let appender = {
+        let t = t.clone();
+        tokio::spawn(async move {
+            let mut committed: Vec<Row> = Vec::new();
+            for i in 0..6 {
+                let batch: Vec<Row> = (0..5)
+                    .map(|j| row(10_000 + i * 10 + j, "2024-05-01"))
+                    .collect();
+                if append_with_retries(&t, &batch).await {
+                    committed.extend(batch);
+                }
+            }
+            committed
+        })
+    };
+    let deleter = {
+        let t = t.clone();
+        tokio::spawn(async move {
+            let mut committed = Vec::new();
+            for k in 0..4 {
+                let (lo, hi) = (k * 30, k * 30 + 7);
+                if delete_with_retries(&t, &format!("id >= {lo} AND id < {hi}")).await {
+                    committed.push((lo, hi));
+                }
+            }
+            committed
+        })
+    };
+    let compactor = {
+        let t = t.clone();
+        tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            for _ in 0..3 {
+                outcomes.push(compact(&t.uri, &compact_options(), &CancellationToken::new()).await);
+            }
+            outcomes
+        })
+    };
+    let appended = appender.await.unwrap();
+    let deleted = deleter.await.unwrap();
+    let outcomes = compactor.await.unwrap();
+
+    let mut conflicts = 0;
+    for outcome in &outcomes {
+        match outcome {
+            Ok(report) => {
+                assert!(report.conflicts <= MAX_CONFLICT_RETRIES);
+                conflicts += report.conflicts;
+            }
+            Err(DeltaError::Conflict { attempts, .. }) => {
+                assert_eq!(*attempts, MAX_CONFLICT_RETRIES + 1);
+                conflicts += attempts;
+            }
+            Err(other) => panic!("compaction failed: {other}"),
+        }
+    }
+    eprintln!("compaction met {conflicts} conflict(s)");
+
+    let mut expected: BTreeSet<Row> = initial.into_iter().collect();
+    expected.extend(appended);
+    expected.retain(|r| !deleted.iter().any(|(lo, hi)| r.0 >= *lo && r.0 < *hi));
+    let actual = t.rows().await;
+    let unique: BTreeSet<Row> = actual.iter().cloned().collect();
+    assert_eq!(unique.len(), actual.len(), "rows were duplicated");
+    assert_eq!(unique, expected, "rows were lost or resurrected");
+}

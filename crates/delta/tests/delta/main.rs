@@ -1,0 +1,15 @@
+//! Integration tests of tablekeeper-delta on real Delta tables written by deltalake in temp dirs.
+//!
+//! One test binary (modules below) because every binary links deltalake and DataFusion.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod checkpoint;
+mod compact;
+mod concurrency;
+mod duplicate;
+mod probe;
+mod refusal;
+mod vacuum;
+mod zorder;

@@ -1,0 +1,178 @@
+use std::time::Duration;
+
+use tablekeeper_delta::{
+    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError,
+    ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{create_table, rows};
+
+const TARGET: u64 = 64 * 1024 * 1024;
+
+#[tokio::test]
+async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
+    let t = create_table(true, &[]).await;
+    for i in 0..3 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
+    }
+    t.append(&rows(100..110, "2024-08-02")).await;
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+
+    let p = prober.probe(&t.uri, &options).await.expect("probe");
+    assert_eq!(p.version, 4);
+    assert_eq!(p.files, 4);
+    assert_eq!(p.small_files, 4);
+    assert_eq!(p.small_file_threshold_bytes, TARGET * 3 / 4);
+    assert_eq!(
+        p.small_files_by_partition.into_iter().collect::<Vec<_>>(),
+        vec![
+            ("event_date=2024-08-01".to_owned(), 3),
+            ("event_date=2024-08-02".to_owned(), 1)
+        ]
+    );
+    assert_eq!(p.commits_since_checkpoint, 5);
+    assert_eq!(p.commits_per_hour, 5);
+    assert_eq!(p.history_from_version, Some(0));
+    assert!(p.created_at.is_some() && p.last_commit_at >= p.created_at);
+    assert_eq!(p.partition_columns, vec!["event_date".to_owned()]);
+    assert!(
+        p.last_optimize_at.is_none() && p.last_zorder_at.is_none() && p.last_vacuum_at.is_none()
+    );
+    assert!(p.last_checkpoint_at.is_none());
+    assert!(!p.deletion_vectors_enabled);
+    let size: u64 = t
+        .active_paths()
+        .await
+        .iter()
+        .map(|f| std::fs::metadata(t.path().join(f)).unwrap().len())
+        .sum();
+    assert_eq!(p.size_bytes, size);
+
+    let cancel = CancellationToken::new();
+    compact(
+        &t.uri,
+        &CompactOptions {
+            target_file_size: TARGET,
+            min_small_files: 2,
+            small_file_factor: 0.75,
+            dry_run: false,
+            max_conflict_retries: 0,
+        },
+        &cancel,
+    )
+    .await
+    .expect("compact");
+    let z = zorder(
+        &t.uri,
+        &ZorderOptions {
+            columns: vec!["event_type".into()],
+            target_file_size: TARGET,
+            since_version: None,
+            dry_run: false,
+            max_conflict_retries: 0,
+        },
+        &cancel,
+    )
+    .await
+    .expect("zorder");
+    vacuum(
+        &t.uri,
+        &VacuumOptions {
+            inventory_retention: Duration::ZERO,
+            allow_short_retention: true,
+            mode: VacuumMode::Lite,
+            dry_run: false,
+        },
+        &cancel,
+    )
+    .await
+    .expect("vacuum");
+    checkpoint(
+        &t.uri,
+        &CheckpointOptions {
+            max_commits_since_checkpoint: 1,
+            log_retention: Duration::from_secs(30 * 86_400),
+            force: false,
+        },
+        &cancel,
+    )
+    .await
+    .expect("checkpoint");
+
+    let p = prober.probe(&t.uri, &options).await.expect("re-probe");
+    let version = t.version().await as i64;
+    assert_eq!(p.version, version);
+    assert_eq!(p.files as usize, t.active_paths().await.len());
+    assert_eq!(
+        p.files, 2,
+        "one file per partition after compaction and z-order"
+    );
+    assert!(p.last_optimize_at.is_some());
+    assert!(p.last_zorder_at.is_some());
+    assert_eq!(p.last_zorder_version, z.version_after);
+    assert!(p.last_vacuum_at.is_some());
+    assert!(p.last_checkpoint_at.is_some());
+    assert_eq!(p.last_checkpoint_version, Some(version));
+    assert_eq!(p.commits_since_checkpoint, 0);
+    assert_eq!(p.commits_per_hour as i64, version + 1);
+}
+
+#[tokio::test]
+async fn a_re_probe_reads_only_new_commits() {
+    let t = create_table(false, &[]).await;
+    for i in 0..3 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
+    }
+    checkpoint(
+        &t.uri,
+        &CheckpointOptions {
+            max_commits_since_checkpoint: 1,
+            log_retention: Duration::from_secs(30 * 86_400),
+            force: true,
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("checkpoint");
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+    let first = prober.probe(&t.uri, &options).await.expect("probe");
+    assert_eq!(first.history_from_version, Some(0));
+
+    // log cleanup removes the oldest commits behind the prober's back
+    for v in 0..2u64 {
+        std::fs::remove_file(t.path().join("_delta_log").join(format!("{v:020}.json"))).unwrap();
+    }
+    t.append(&rows(100..105, "2024-08-01")).await;
+
+    let again = prober.probe(&t.uri, &options).await.expect("re-probe");
+    assert_eq!(again.version, first.version + 1);
+    assert_eq!(again.files, first.files + 1);
+    assert_eq!(again.commits_per_hour, first.commits_per_hour + 1);
+    assert_eq!(again.commits_since_checkpoint, 1);
+    // the tracked history was not re-read from disk
+    assert_eq!(again.created_at, first.created_at);
+    assert_eq!(again.history_from_version, Some(0));
+
+    let fresh = Prober::new()
+        .probe(&t.uri, &options)
+        .await
+        .expect("fresh probe");
+    assert_eq!(fresh.history_from_version, Some(2));
+    assert_eq!(fresh.version, again.version);
+    assert_eq!(fresh.files, again.files);
+}
+
+#[tokio::test]
+async fn probing_a_directory_without_a_log_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("typo").to_str().unwrap().to_owned();
+    let err = Prober::new()
+        .probe(&uri, &ProbeOptions::for_target(TARGET))
+        .await
+        .expect_err("not a table");
+    assert!(matches!(err, DeltaError::NotADeltaTable { .. }), "{err}");
+    assert!(err.to_string().contains(&uri));
+}

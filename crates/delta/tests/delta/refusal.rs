@@ -1,0 +1,107 @@
+use std::time::Duration;
+
+use tablekeeper_delta::{
+    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError, ErrorClass,
+    ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{create_table, rows};
+
+/// deltalake 1.1.2 creates deletion-vector tables itself: the `delta.enableDeletionVectors`
+/// property at create time upgrades the protocol to reader 3 / writer 7 with the
+/// `deletionVectors` feature, so no hand-written log is needed.
+#[tokio::test]
+async fn a_deletion_vector_table_is_refused_and_left_untouched() {
+    let t = create_table(true, &[("delta.enableDeletionVectors", "true")]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-10-01")).await;
+    }
+    let probe = Prober::new()
+        .probe(&t.uri, &ProbeOptions::for_target(64 * 1024 * 1024))
+        .await
+        .expect("probing is always allowed");
+    assert!(probe.deletion_vectors_enabled);
+    let declared = |features: &[String]| features.iter().any(|f| f == "deletionVectors");
+    assert!(
+        declared(&probe.reader_features) || declared(&probe.writer_features),
+        "{probe:?}"
+    );
+
+    let version = t.version().await;
+    let disk = t.parquet_on_disk();
+    let log_entries = std::fs::read_dir(t.path().join("_delta_log"))
+        .unwrap()
+        .count();
+    let cancel = CancellationToken::new();
+
+    let results = vec![
+        compact(
+            &t.uri,
+            &CompactOptions {
+                target_file_size: 64 * 1024 * 1024,
+                min_small_files: 2,
+                small_file_factor: 0.75,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        zorder(
+            &t.uri,
+            &ZorderOptions {
+                columns: vec!["event_type".into()],
+                target_file_size: 64 * 1024 * 1024,
+                since_version: None,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        vacuum(
+            &t.uri,
+            &VacuumOptions {
+                inventory_retention: Duration::ZERO,
+                allow_short_retention: true,
+                mode: VacuumMode::Full,
+                dry_run: false,
+            },
+            &cancel,
+        )
+        .await,
+    ];
+    for result in results {
+        let err = result.expect_err("refused");
+        assert!(
+            matches!(err, DeltaError::UnsupportedProtocol { .. }),
+            "{err}"
+        );
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        let message = err.to_string();
+        assert!(message.contains("deletion vectors"), "{message}");
+        assert!(message.contains(&t.uri), "{message}");
+    }
+    assert_eq!(t.version().await, version);
+    assert_eq!(t.parquet_on_disk(), disk);
+    assert_eq!(
+        std::fs::read_dir(t.path().join("_delta_log"))
+            .unwrap()
+            .count(),
+        log_entries
+    );
+
+    // checkpoints carry deletion vector descriptors through log replay and stay allowed
+    checkpoint(
+        &t.uri,
+        &CheckpointOptions {
+            max_commits_since_checkpoint: 1,
+            log_retention: Duration::from_secs(30 * 86_400),
+            force: false,
+        },
+        &cancel,
+    )
+    .await
+    .expect("checkpoint of a deletion-vector table");
+}
