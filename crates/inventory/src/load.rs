@@ -69,9 +69,8 @@ pub(crate) fn check_texts(files: &[(PathBuf, String)]) -> Result<Inventory, Load
         }
     }
     if !problems.is_empty() {
-        problems.sort_by(|a, b| {
-            (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
-        });
+        // `Problem` orders by file, line, column first.
+        problems.sort();
         problems.dedup();
         return Err(LoadError::Invalid(problems));
     }

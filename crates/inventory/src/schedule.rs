@@ -9,6 +9,11 @@
 //! to the 6-field form, so a schedule that validates here is one the scheduler accepts and
 //! [`Schedule::next_after`] agrees with when the scheduler fires.
 //!
+//! One known difference remains, in the scheduler: tokio-cron-scheduler 0.15.1 captures the
+//! zone's UTC offset once when a job is created (`time_offset_seconds`) and computes every
+//! later tick in that fixed offset (`scheduler.rs`), so after a daylight-saving change its
+//! ticks are an hour off from [`Schedule::next_after`] until the job is re-created.
+//!
 //! This module must never accept a schedule whose meaning differs between classic cron and
 //! the scheduler: that is why restricting both day-of-month and day-of-week is refused
 //! (classic cron fires when either matches, the scheduler only when both do).
