@@ -17,6 +17,15 @@ use deltalake::DeltaTable;
 use futures::TryStreamExt;
 
 use crate::error::DeltaError;
+
+/// Wraps any error met while writing or reading fixture data.
+fn fixture_err(uri: &str, context: &'static str, err: impl std::fmt::Display) -> DeltaError {
+    DeltaError::delta(
+        uri,
+        context,
+        deltalake::DeltaTableError::Generic(err.to_string()),
+    )
+}
 use crate::open::{open_table, table_url};
 
 /// Shape of a batch of small files.
@@ -84,7 +93,8 @@ fn batch(spec: &SmallFiles) -> Result<RecordBatch, DeltaError> {
         Arc::new(Float64Array::from(amounts)),
         Arc::new(StringArray::from(payloads)),
     ];
-    RecordBatch::try_new(schema(), columns).map_err(|e| DeltaError::Fixture(e.to_string()))
+    RecordBatch::try_new(schema(), columns)
+        .map_err(|e| fixture_err("fixture", "building a fixture batch", e))
 }
 
 /// Appends `files_per_partition` commits of small files to the table at `uri`, creating
@@ -92,14 +102,15 @@ fn batch(spec: &SmallFiles) -> Result<RecordBatch, DeltaError> {
 /// number of rows written.
 pub async fn write_small_files(uri: &str, spec: &SmallFiles) -> Result<u64, DeltaError> {
     if uri.starts_with('/') {
-        std::fs::create_dir_all(uri).map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?;
+        std::fs::create_dir_all(uri)
+            .map_err(|e| fixture_err(uri, "creating the table folder", e))?;
     }
     let url = table_url(uri)?;
     let mut written = 0u64;
     for _ in 0..spec.files_per_partition {
         let table = DeltaTable::try_from_url(url.clone())
             .await
-            .map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?;
+            .map_err(|e| DeltaError::delta(uri, "opening the table to append", e))?;
         let b = batch(spec)?;
         written += b.num_rows() as u64;
         let mut write = table.write(vec![b]).with_save_mode(SaveMode::Append);
@@ -108,7 +119,7 @@ pub async fn write_small_files(uri: &str, spec: &SmallFiles) -> Result<u64, Delt
         }
         write
             .await
-            .map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?;
+            .map_err(|e| DeltaError::delta(uri, "appending fixture rows", e))?;
     }
     Ok(written)
 }
@@ -123,29 +134,37 @@ pub async fn read_rows_sorted(uri: &str, version: Option<u64>) -> Result<Vec<Str
     let (_, stream) = table
         .scan_table()
         .await
-        .map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?;
+        .map_err(|e| DeltaError::delta(uri, "scanning the table", e))?;
     let batches: Vec<RecordBatch> = stream
         .try_collect()
         .await
-        .map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?;
+        .map_err(|e| fixture_err(uri, "reading rows", e))?;
     let options = FormatOptions::default();
     let mut rows = Vec::new();
     for b in &batches {
         // Columns by name so a scan that reorders partition columns compares equal.
-        let mut names: Vec<&str> = b.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
+        let mut names: Vec<&str> = b
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         names.sort_unstable();
         let formatters = names
             .iter()
             .map(|n| {
-                let col = b
-                    .column_by_name(n)
-                    .ok_or_else(|| DeltaError::Fixture(format!("column {n} vanished")))?;
+                let col = b.column_by_name(n).ok_or_else(|| {
+                    fixture_err(uri, "reading rows", format!("column {n} vanished"))
+                })?;
                 ArrayFormatter::try_new(col.as_ref(), &options)
-                    .map_err(|e| DeltaError::Fixture(e.to_string()))
+                    .map_err(|e| fixture_err(uri, "formatting rows", e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         for row in 0..b.num_rows() {
-            let line: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            let line: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
             rows.push(line.join("|"));
         }
     }
@@ -158,7 +177,7 @@ pub async fn active_files(uri: &str) -> Result<usize, DeltaError> {
     let table = open_table(uri).await?;
     let files: Vec<String> = table
         .get_file_uris()
-        .map_err(|e| DeltaError::Fixture(format!("{uri}: {e}")))?
+        .map_err(|e| DeltaError::delta(uri, "listing active files", e))?
         .collect();
     Ok(files.len())
 }

@@ -24,6 +24,7 @@
 mod checkpoint;
 mod compact;
 mod error;
+pub mod fixtures;
 mod guard;
 mod log;
 mod maintainable;

@@ -34,6 +34,7 @@ async fn a_checkpoint_is_written_once_enough_commits_piled_up() {
         t.append(&rows(i * 10..i * 10 + 10, "2024-07-01")).await;
     }
     let version = t.version().await;
+    let history = t.rows_by_version().await;
 
     let below = checkpoint(
         &t.uri,
@@ -58,6 +59,9 @@ async fn a_checkpoint_is_written_once_enough_commits_piled_up() {
         Some(0),
         "a month of log retention keeps everything"
     );
+    for (v, expected) in history {
+        assert_eq!(t.rows_at(v).await, expected, "time travel to {v}");
+    }
 
     let again = checkpoint(&t.uri, &options(1, MONTH, true), &CancellationToken::new())
         .await
