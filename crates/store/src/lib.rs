@@ -1,0 +1,94 @@
+//! tablekeeper's job store: the `jobs` and `job_attempts` tables (DESIGN.md, "Job table
+//! (contract)") behind one trait, [`JobStore`], with a Postgres backend (production,
+//! shared by every replica) and an embedded SQLite backend (one replica).
+//!
+//! This crate owns the job lifecycle and its invariants. It knows tables and operations
+//! only as strings (the database CHECKs enforce the closed sets) and must never run a
+//! Delta operation or hold a transaction open while one runs: every method is one
+//! statement or one short transaction.
+//!
+//! # Lifecycle
+//!
+//! ```text
+//!            enqueue (coalesces per table+operation)
+//!                 │
+//!                 ▼          claim (key free, run_at due)
+//!   cancel ◄── queued ───────────────────────────► running ──complete──► succeeded
+//!     │           ▲                                  │
+//!     ▼           │ fail (attempts left, backoff)     │ fail (no attempts left) ──► failed
+//! cancelled       │ release (shutdown, attempt back)  │ reap (lease expired + grace):
+//!     ▲           └───────────────────────────────────┤   requeue, or failed if none left
+//!     └── superseded: a requeue finds a newer queued job for its table+operation
+//! ```
+//!
+//! - **Invariants, enforced by the database**: at most one `running` job per
+//!   `concurrency_key` and at most one `queued` job per (`table_name`, `operation`)
+//!   (partial unique indexes `jobs_one_running_per_key` and
+//!   `jobs_one_queued_per_table_operation`; both backends).
+//! - **Attempts**: a claim inserts an *open* `job_attempts` row (NULL `outcome` and
+//!   `finished_at`); complete, fail, release and the reaper close it with
+//!   `succeeded`, `failed`/`conflict`, `cancelled` or `lost_lease`.
+//! - **Fencing**: heartbeat, complete, fail and release act only if the caller's
+//!   `lease_token` still holds the lease; a stale token changes nothing.
+//! - **Coalescing on requeue**: when fail, release or the reaper would requeue a job but a
+//!   newer queued job exists for the same (table, operation) (a cron tick enqueued it while
+//!   this one ran), the job is `cancelled` with error `superseded by queued job N`
+//!   instead, and the queued job does the work.
+//! - **Clock**: every lease and lifecycle timestamp is the database's clock, so replicas'
+//!   clocks do not matter.
+//!
+//! # Leases
+//!
+//! See [`lease`] for the rules and the proof that a worker always abandons its operation
+//! before another replica can take its job over: heartbeat every `L/4`, abandon `3L/4`
+//! after sending the last successful renewal, reaper takes over after expiry + `L/4`.
+//!
+//! # A worker, in outline
+//!
+//! ```no_run
+//! # use std::time::{Duration, Instant};
+//! # use tablekeeper_store::{*, lease::LeaseClock};
+//! # async fn work(store: &dyn JobStore) -> Result<(), StoreError> {
+//! let lease = Duration::from_secs(60);
+//! let sent = Instant::now();
+//! let outcome = store.claim("replica-a/worker-1", lease).await?;
+//! // count outcome.key_waits in tablekeeper_concurrency_key_waits_total
+//! if let Some(claimed) = outcome.job {
+//!     let mut clock = LeaseClock::new(sent, lease);
+//!     // run the operation; meanwhile, at clock.next_heartbeat():
+//!     let sent = Instant::now();
+//!     match store.heartbeat(claimed.job.id, claimed.lease_token, lease).await {
+//!         Ok(Some(_)) => clock.renewed(sent),
+//!         Ok(None) => { /* lease lost: abandon now */ }
+//!         Err(_) => { /* not a renewal: abandon once clock.must_abandon(now) */ }
+//!     }
+//!     // on success (fenced by the token):
+//!     store.complete(claimed.job.id, claimed.lease_token, serde_json::json!({})).await?;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod error;
+pub mod lease;
+mod lifecycle;
+mod model;
+mod observed;
+mod postgres;
+mod retry;
+mod rows;
+mod sqlite;
+mod store;
+pub mod testing;
+
+pub use error::StoreError;
+pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
+pub use model::{
+    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,
+    JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger, MAX_LIST_LIMIT,
+    OPERATIONS,
+};
+pub use observed::{StoreObserver, StoreOp};
+pub use postgres::{PgJobStore, MIGRATOR as POSTGRES_MIGRATOR};
+pub use retry::RetryPolicy;
+pub use sqlite::{SqliteJobStore, MIGRATOR as SQLITE_MIGRATOR};
+pub use store::{connect, scheme_of, Backend, JobStore, StoreOptions};

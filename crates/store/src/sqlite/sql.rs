@@ -1,0 +1,204 @@
+//! Every SQL statement the SQLite backend runs.
+//!
+//! Timestamps are written as `strftime('%Y-%m-%dT%H:%M:%fZ', ...)` (UTC, milliseconds)
+//! and compared through `julianday()`, which also reads the `datetime('now')` form an
+//! operator may type. Durations are bound as SQLite date modifiers ("+1.500000 seconds").
+
+/// The columns of `jobs`, in `Job` order.
+macro_rules! job_columns {
+    () => {
+        "id, table_name, operation, concurrency_key, state, \"trigger\", priority, run_at, \
+         attempt, max_attempts, worker_id, lease_token, lease_expires_at, created_at, \
+         started_at, finished_at, result, error"
+    };
+}
+
+/// ?1 table, ?2 operation, ?3 key, ?4 trigger, ?5 priority, ?6 run_at or NULL (= now),
+/// ?7 max_attempts. Returns no row if a queued job for (table, operation) exists.
+pub(super) const INSERT_QUEUED: &str = concat!(
+    "INSERT INTO jobs (table_name, operation, concurrency_key, state, \"trigger\", priority, \
+     run_at, max_attempts) \
+     VALUES (?1, ?2, ?3, 'queued', ?4, ?5, \
+             COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', ?6), strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), \
+             ?7) \
+     ON CONFLICT (table_name, operation) WHERE state = 'queued' DO NOTHING \
+     RETURNING ",
+    job_columns!()
+);
+
+/// A manual request joining the queued job. ?1 table, ?2 operation, ?3 run_at or NULL
+/// (= now), ?4 priority.
+pub(super) const JOIN_QUEUED_MANUAL: &str = concat!(
+    "UPDATE jobs SET \
+       run_at = CASE \
+         WHEN julianday(COALESCE(?3, 'now')) < julianday(run_at) \
+         THEN strftime('%Y-%m-%dT%H:%M:%fZ', COALESCE(?3, 'now')) \
+         ELSE run_at END, \
+       priority = max(priority, ?4), \"trigger\" = 'manual' \
+     WHERE table_name = ?1 AND operation = ?2 AND state = 'queued' \
+     RETURNING ",
+    job_columns!()
+);
+
+/// ?1 table, ?2 operation.
+pub(super) const SELECT_QUEUED: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE table_name = ?1 AND operation = ?2 AND state = 'queued'"
+);
+
+/// The best due job whose key is free. Runs inside BEGIN IMMEDIATE: SQLite has one
+/// writer at a time, so no other claim can slip in before our update.
+pub(super) const CLAIM_CANDIDATE: &str = "\
+    SELECT j.id FROM jobs j \
+    WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
+      AND NOT EXISTS (SELECT 1 FROM jobs r \
+                      WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
+    ORDER BY j.priority DESC, julianday(j.run_at), j.id \
+    LIMIT 1";
+
+/// ?1 id, ?2 worker, ?3 token, ?4 lease modifier.
+pub(super) const CLAIM_UPDATE: &str = concat!(
+    "UPDATE jobs SET state = 'running', attempt = attempt + 1, worker_id = ?2, \
+     lease_token = ?3, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?4), \
+     started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), finished_at = NULL \
+     WHERE id = ?1 AND state = 'queued' \
+     RETURNING ",
+    job_columns!()
+);
+
+/// ?1 job id, ?2 error.
+pub(super) const CLOSE_STRAY_ATTEMPTS: &str = "\
+    UPDATE job_attempts SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+    outcome = 'lost_lease', error = ?2 \
+    WHERE job_id = ?1 AND outcome IS NULL";
+
+/// ?1 job id, ?2 attempt, ?3 worker, ?4 token; started_at = the job's.
+pub(super) const INSERT_ATTEMPT: &str = "\
+    INSERT INTO job_attempts (job_id, attempt, worker_id, lease_token, started_at) \
+    SELECT ?1, ?2, ?3, ?4, started_at FROM jobs WHERE id = ?1";
+
+/// Due queued jobs whose key is held, ranked ahead of the claimed job
+/// (?1 id, ?2 priority, ?3 run_at; all NULL when nothing was claimed), at most ?4.
+pub(super) const KEY_WAITS: &str = "\
+    SELECT j.id, j.table_name, j.operation, j.concurrency_key FROM jobs j \
+    WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
+      AND EXISTS (SELECT 1 FROM jobs r \
+                  WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
+      AND (?1 IS NULL OR j.priority > ?2 \
+           OR (j.priority = ?2 AND (julianday(j.run_at) < julianday(?3) \
+               OR (julianday(j.run_at) = julianday(?3) AND j.id < ?1)))) \
+    ORDER BY j.priority DESC, julianday(j.run_at), j.id \
+    LIMIT ?4";
+
+/// ?1 id, ?2 token, ?3 lease modifier.
+pub(super) const HEARTBEAT: &str = "\
+    UPDATE jobs SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3) \
+    WHERE id = ?1 AND lease_token = ?2 AND state = 'running' \
+    RETURNING lease_expires_at";
+
+/// ?1 id, ?2 token, ?3 result (JSON text).
+pub(super) const COMPLETE: &str = "\
+    UPDATE jobs SET state = 'succeeded', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+    result = ?3, error = NULL, lease_token = NULL, lease_expires_at = NULL \
+    WHERE id = ?1 AND lease_token = ?2 AND state = 'running' \
+    RETURNING id";
+
+/// Did this token's attempt already succeed? ?1 job id, ?2 token.
+pub(super) const COMPLETED_BY_TOKEN: &str = "\
+    SELECT id FROM job_attempts WHERE job_id = ?1 AND lease_token = ?2 AND outcome = 'succeeded'";
+
+/// Close the open attempt. ?1 job id, ?2 outcome, ?3 error.
+pub(super) const CLOSE_ATTEMPT: &str = "\
+    UPDATE job_attempts SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+    outcome = ?2, error = ?3 \
+    WHERE job_id = ?1 AND outcome IS NULL";
+
+/// The job if `token` holds its lease. ?1 id, ?2 token.
+pub(super) const SELECT_LEASED: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id = ?1 AND lease_token = ?2 AND state = 'running'"
+);
+
+/// Another queued job for the same (table, operation)? ?1 table, ?2 operation, ?3 id.
+pub(super) const OTHER_QUEUED: &str = "\
+    SELECT id FROM jobs \
+    WHERE table_name = ?1 AND operation = ?2 AND state = 'queued' AND id <> ?3";
+
+/// ?1 id, ?2 delay modifier, ?3 attempts to give back (0 or 1), ?4 error or NULL (keep).
+pub(super) const REQUEUE: &str = "\
+    UPDATE jobs SET state = 'queued', run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2), \
+    attempt = attempt - ?3, error = COALESCE(?4, error), \
+    lease_token = NULL, lease_expires_at = NULL \
+    WHERE id = ?1 \
+    RETURNING run_at";
+
+/// Terminal state without success. ?1 id, ?2 state, ?3 error.
+pub(super) const FINISH: &str = "\
+    UPDATE jobs SET state = ?2, finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+    error = ?3, lease_token = NULL, lease_expires_at = NULL \
+    WHERE id = ?1";
+
+/// ?1 negative grace modifier, ?2 limit.
+pub(super) const REAP_CANDIDATES: &str = "\
+    SELECT id FROM jobs \
+    WHERE state = 'running' AND julianday(lease_expires_at) < julianday('now', ?1) \
+    ORDER BY julianday(lease_expires_at) \
+    LIMIT ?2";
+
+/// The job if its lease is still expired. ?1 id, ?2 negative grace modifier.
+pub(super) const SELECT_EXPIRED: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id = ?1 AND state = 'running' \
+      AND julianday(lease_expires_at) < julianday('now', ?2)"
+);
+
+/// ?1 id, ?2 error.
+pub(super) const CANCEL_QUEUED: &str = "\
+    UPDATE jobs SET state = 'cancelled', finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+    error = ?2 \
+    WHERE id = ?1 AND state = 'queued'";
+
+/// ?1 id.
+pub(super) const JOB_EXISTS: &str = "SELECT id FROM jobs WHERE id = ?1";
+
+/// ?1 id.
+pub(super) const GET_JOB: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = ?1");
+
+/// ?1 table or NULL, ?2 state or NULL, ?3 limit.
+pub(super) const LIST_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE (?1 IS NULL OR table_name = ?1) AND (?2 IS NULL OR state = ?2) \
+      ORDER BY id DESC LIMIT ?3"
+);
+
+/// ?1 job id.
+pub(super) const ATTEMPTS: &str = "\
+    SELECT id, job_id, attempt, worker_id, lease_token, started_at, finished_at, outcome, error \
+    FROM job_attempts WHERE job_id = ?1 ORDER BY id";
+
+pub(super) const COUNTS_BY_STATE: &str = "SELECT state, count(*) AS n FROM jobs GROUP BY state";
+
+/// The latest success per (table, operation). julianday orders mixed text forms right.
+pub(super) const LAST_SUCCESS: &str = "\
+    SELECT table_name, operation, \
+           strftime('%Y-%m-%dT%H:%M:%fZ', max(julianday(finished_at))) AS finished_at \
+    FROM jobs WHERE state = 'succeeded' AND finished_at IS NOT NULL \
+    GROUP BY table_name, operation ORDER BY table_name, operation";
+
+/// ?1 table.
+pub(super) const LATEST_JOBS_FOR_TABLE: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id IN (SELECT max(id) FROM jobs WHERE table_name = ?1 GROUP BY operation) \
+      ORDER BY operation"
+);
+
+pub(super) const RUNNING_JOBS: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE state = 'running' ORDER BY julianday(started_at), id"
+);

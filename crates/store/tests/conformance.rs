@@ -1,0 +1,833 @@
+//! One conformance suite for every backend: each case is written once against
+//! `&dyn JobStore` and run on a fresh Postgres database and a fresh SQLite file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+/// Generates one `#[tokio::test]` per (backend, case).
+macro_rules! conformance {
+    ($($case:ident),+ $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let harness = crate::common::Harness::postgres().await;
+                    crate::suite::$case(harness.store.as_ref()).await;
+                    harness.finish().await;
+                }
+            )+
+        }
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let harness = crate::common::Harness::sqlite().await;
+                    crate::suite::$case(harness.store.as_ref()).await;
+                    harness.finish().await;
+                }
+            )+
+        }
+    };
+}
+
+conformance!(
+    migrate_is_idempotent_and_ping_works,
+    enqueue_coalesces_per_table_and_operation,
+    manual_trigger_pulls_a_scheduled_job_forward,
+    enqueue_refuses_bad_input,
+    claim_respects_concurrency_keys_and_reports_key_waits,
+    future_run_at_is_not_claimed,
+    claim_order_is_priority_then_run_at_then_id,
+    heartbeat_extends_the_lease_and_reports_loss,
+    complete_is_fenced_by_the_lease_token,
+    fail_retries_with_backoff_then_stays_failed,
+    conflicts_are_recorded_as_conflict,
+    reaper_requeues_expired_leases_and_records_lost_lease,
+    reaper_fails_a_job_out_of_attempts,
+    release_gives_the_attempt_back,
+    requeue_coalesces_into_a_newer_queued_job,
+    cancel_only_cancels_queued_jobs,
+    counts_cover_every_state,
+    last_success_and_latest_jobs,
+    list_filters_newest_first,
+    job_json_has_rfc3339_times_and_no_token,
+);
+
+mod suite {
+    use std::time::{Duration, Instant};
+
+    use chrono::Utc;
+    use serde_json::json;
+    use tablekeeper_store::{
+        AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, JobFilter, JobState, JobStore,
+        NewJob, RetryPolicy, StoreError, Trigger,
+    };
+    use uuid::Uuid;
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    fn job(table: &str, operation: &str) -> NewJob {
+        NewJob::new(table, operation, Trigger::Schedule)
+    }
+
+    async fn claim(store: &dyn JobStore, worker: &str) -> Option<ClaimedJob> {
+        store.claim(worker, LEASE).await.unwrap().job
+    }
+
+    async fn state_of(store: &dyn JobStore, id: i64) -> JobState {
+        store.get_job(id).await.unwrap().expect("job exists").state
+    }
+
+    /// No backoff: a failed job is due again at once.
+    fn immediate() -> RetryPolicy {
+        RetryPolicy {
+            base: Duration::ZERO,
+            cap: Duration::ZERO,
+        }
+    }
+
+    pub async fn migrate_is_idempotent_and_ping_works(store: &dyn JobStore) {
+        store.migrate().await.unwrap();
+        store.migrate().await.unwrap();
+        store.ping().await.unwrap();
+    }
+
+    pub async fn enqueue_coalesces_per_table_and_operation(store: &dyn JobStore) {
+        let first = store.enqueue(job("a", "compact")).await.unwrap();
+        assert!(first.created);
+        assert_eq!(first.job.state, JobState::Queued);
+        assert_eq!(first.job.concurrency_key, "table:a");
+        assert_eq!(first.job.attempt, 0);
+
+        let again = store.enqueue(job("a", "compact")).await.unwrap();
+        assert!(!again.created, "a second tick joins the queued job");
+        assert_eq!(again.job.id, first.job.id);
+
+        let other_op = store.enqueue(job("a", "vacuum")).await.unwrap();
+        assert!(other_op.created);
+        let other_table = store.enqueue(job("b", "compact")).await.unwrap();
+        assert!(other_table.created);
+
+        // Once the queued job is running, a new request queues a new job.
+        let claimed = claim(store, "w").await.unwrap();
+        assert_eq!(claimed.job.id, first.job.id);
+        let next = store.enqueue(job("a", "compact")).await.unwrap();
+        assert!(next.created);
+        assert_ne!(next.job.id, first.job.id);
+    }
+
+    pub async fn manual_trigger_pulls_a_scheduled_job_forward(store: &dyn JobStore) {
+        let later = Utc::now() + chrono::Duration::hours(1);
+        let scheduled = store
+            .enqueue(job("a", "compact").with_run_at(later))
+            .await
+            .unwrap();
+        // A schedule tick does not move it (it may be waiting out a retry backoff).
+        let tick = store.enqueue(job("a", "compact")).await.unwrap();
+        assert!(!tick.created);
+        assert_eq!(tick.job.run_at, scheduled.job.run_at);
+        assert_eq!(tick.job.trigger, Trigger::Schedule);
+        assert!(claim(store, "w").await.is_none());
+
+        let before = Utc::now() - chrono::Duration::seconds(1);
+        let manual = store
+            .enqueue(NewJob::new("a", "compact", Trigger::Manual).with_priority(5))
+            .await
+            .unwrap();
+        assert!(!manual.created);
+        assert_eq!(manual.job.id, scheduled.job.id);
+        assert_eq!(manual.job.trigger, Trigger::Manual);
+        assert_eq!(manual.job.priority, 5);
+        assert!(manual.job.run_at < later && manual.job.run_at >= before);
+        assert_eq!(claim(store, "w").await.unwrap().job.id, scheduled.job.id);
+    }
+
+    pub async fn enqueue_refuses_bad_input(store: &dyn JobStore) {
+        let err = store.enqueue(job("a", "optimize")).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+        assert!(err
+            .to_string()
+            .contains("compact, zorder, vacuum, checkpoint"));
+        let err = store
+            .enqueue(job("a", "compact").with_max_attempts(0))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("max_attempts"), "{err}");
+        assert_eq!(store.counts_by_state().await.unwrap()[&JobState::Queued], 0);
+    }
+
+    pub async fn claim_respects_concurrency_keys_and_reports_key_waits(store: &dyn JobStore) {
+        // a and b share a key on purpose; c has its own.
+        let a = store
+            .enqueue(job("a", "compact").with_concurrency_key("shared"))
+            .await
+            .unwrap()
+            .job;
+        let b = store
+            .enqueue(job("b", "compact").with_concurrency_key("shared"))
+            .await
+            .unwrap()
+            .job;
+        let c = store.enqueue(job("c", "compact")).await.unwrap().job;
+
+        let first = store.claim("w1", LEASE).await.unwrap();
+        let held = first.job.unwrap();
+        assert_eq!(held.job.id, a.id);
+        assert_eq!(held.job.state, JobState::Running);
+        assert_eq!(held.job.attempt, 1);
+        assert_eq!(held.job.worker_id.as_deref(), Some("w1"));
+        assert_eq!(held.job.lease_token, Some(held.lease_token));
+        assert!(first.key_waits.is_empty());
+
+        // b is older than c but its key is held: c is claimed, b reported.
+        let second = store.claim("w2", LEASE).await.unwrap();
+        assert_eq!(second.job.unwrap().job.id, c.id);
+        assert_eq!(second.key_waits.len(), 1);
+        assert_eq!(second.key_waits[0].job_id, b.id);
+        assert_eq!(second.key_waits[0].table_name, "b");
+        assert_eq!(second.key_waits[0].operation, "compact");
+        assert_eq!(second.key_waits[0].concurrency_key, "shared");
+
+        let third = store.claim("w3", LEASE).await.unwrap();
+        assert!(third.job.is_none());
+        assert_eq!(third.key_waits.len(), 1);
+
+        let attempts = store.attempts(a.id).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].outcome, None, "an open attempt has no outcome");
+        assert_eq!(attempts[0].finished_at, None);
+        assert_eq!(attempts[0].worker_id, "w1");
+
+        assert!(store
+            .complete(a.id, held.lease_token, json!({}))
+            .await
+            .unwrap());
+        let fourth = store.claim("w3", LEASE).await.unwrap();
+        assert_eq!(fourth.job.unwrap().job.id, b.id);
+        assert!(fourth.key_waits.is_empty());
+    }
+
+    pub async fn future_run_at_is_not_claimed(store: &dyn JobStore) {
+        let later = Utc::now() + chrono::Duration::minutes(10);
+        store
+            .enqueue(job("a", "compact").with_run_at(later))
+            .await
+            .unwrap();
+        let outcome = store.claim("w", LEASE).await.unwrap();
+        assert!(outcome.job.is_none());
+        assert!(outcome.key_waits.is_empty(), "not due is not a key wait");
+
+        let past = Utc::now() - chrono::Duration::minutes(10);
+        let due = store
+            .enqueue(job("b", "compact").with_run_at(past))
+            .await
+            .unwrap()
+            .job;
+        assert_eq!(claim(store, "w").await.unwrap().job.id, due.id);
+    }
+
+    pub async fn claim_order_is_priority_then_run_at_then_id(store: &dyn JobStore) {
+        let now = Utc::now() - chrono::Duration::seconds(5);
+        let low_old = store
+            .enqueue(job("low-old", "compact").with_run_at(now - chrono::Duration::seconds(30)))
+            .await
+            .unwrap()
+            .job;
+        let low_new = store
+            .enqueue(job("low-new", "compact").with_run_at(now))
+            .await
+            .unwrap()
+            .job;
+        let high = store
+            .enqueue(job("high", "compact").with_priority(10).with_run_at(now))
+            .await
+            .unwrap()
+            .job;
+        let low_same_time = store
+            .enqueue(job("low-same", "compact").with_run_at(now))
+            .await
+            .unwrap()
+            .job;
+        let mut order = Vec::new();
+        while let Some(claimed) = claim(store, "w").await {
+            order.push(claimed.job.id);
+        }
+        assert_eq!(order, [high.id, low_old.id, low_new.id, low_same_time.id]);
+    }
+
+    pub async fn heartbeat_extends_the_lease_and_reports_loss(store: &dyn JobStore) {
+        store.enqueue(job("a", "compact")).await.unwrap();
+        let claimed = store
+            .claim("w", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .job
+            .unwrap();
+        let id = claimed.job.id;
+        let extended = store
+            .heartbeat(id, claimed.lease_token, Duration::from_secs(600))
+            .await
+            .unwrap()
+            .expect("the lease is held");
+        assert!(extended > claimed.lease_expires_at + chrono::Duration::seconds(500));
+        assert_eq!(
+            store.get_job(id).await.unwrap().unwrap().lease_expires_at,
+            Some(extended)
+        );
+        assert_eq!(
+            store.heartbeat(id, Uuid::new_v4(), LEASE).await.unwrap(),
+            None,
+            "a foreign token does not renew"
+        );
+        assert!(store
+            .complete(id, claimed.lease_token, json!({}))
+            .await
+            .unwrap());
+        assert_eq!(
+            store
+                .heartbeat(id, claimed.lease_token, LEASE)
+                .await
+                .unwrap(),
+            None,
+            "a finished job has no lease"
+        );
+    }
+
+    pub async fn complete_is_fenced_by_the_lease_token(store: &dyn JobStore) {
+        store.enqueue(job("a", "compact")).await.unwrap();
+        let claimed = claim(store, "w").await.unwrap();
+        let id = claimed.job.id;
+
+        let stale = Uuid::new_v4();
+        assert!(!store
+            .complete(id, stale, json!({"stale": true}))
+            .await
+            .unwrap());
+        let untouched = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(untouched.state, JobState::Running);
+        assert_eq!(untouched.result, None);
+        assert_eq!(
+            store
+                .fail(id, stale, FailureKind::Failed, "stale", &immediate())
+                .await
+                .unwrap(),
+            FailOutcome::LeaseLost
+        );
+        assert!(!store.release(id, stale, "stale").await.unwrap());
+        assert_eq!(store.get_job(id).await.unwrap().unwrap(), untouched);
+
+        let result = json!({"files_rewritten": 12, "bytes_rewritten": 1_048_576});
+        assert!(store
+            .complete(id, claimed.lease_token, result.clone())
+            .await
+            .unwrap());
+        let done = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(done.state, JobState::Succeeded);
+        assert_eq!(done.result, Some(result));
+        assert_eq!(done.lease_token, None);
+        assert_eq!(done.lease_expires_at, None);
+        assert_eq!(done.error, None);
+        let finished_at = done.finished_at.expect("finished_at set");
+        assert!(finished_at >= done.started_at.unwrap());
+
+        // Retrying a completion whose reply was lost: still true, nothing changes.
+        assert!(store
+            .complete(id, claimed.lease_token, json!({"again": true}))
+            .await
+            .unwrap());
+        assert_eq!(store.get_job(id).await.unwrap().unwrap(), done);
+        // But the completed lease cannot fail or release the job any more.
+        assert_eq!(
+            store
+                .fail(
+                    id,
+                    claimed.lease_token,
+                    FailureKind::Failed,
+                    "late",
+                    &immediate()
+                )
+                .await
+                .unwrap(),
+            FailOutcome::LeaseLost
+        );
+        let attempts = store.attempts(id).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Succeeded));
+        assert!(attempts[0].finished_at.is_some());
+    }
+
+    pub async fn fail_retries_with_backoff_then_stays_failed(store: &dyn JobStore) {
+        // Backoff moves run_at into the future: the job is not claimable meanwhile.
+        let slow = RetryPolicy {
+            base: Duration::from_secs(3600),
+            cap: Duration::from_secs(3600),
+        };
+        let waiting = store.enqueue(job("slow", "vacuum")).await.unwrap().job;
+        let claimed = claim(store, "w").await.unwrap();
+        let before = Utc::now() - chrono::Duration::seconds(1);
+        let outcome = store
+            .fail(
+                waiting.id,
+                claimed.lease_token,
+                FailureKind::Failed,
+                "s3 timeout",
+                &slow,
+            )
+            .await
+            .unwrap();
+        let FailOutcome::Retrying { run_at } = outcome else {
+            panic!("expected a retry, got {outcome:?}");
+        };
+        assert!(run_at > before && run_at <= Utc::now() + chrono::Duration::seconds(3601));
+        let requeued = store.get_job(waiting.id).await.unwrap().unwrap();
+        assert_eq!(requeued.state, JobState::Queued);
+        assert_eq!(requeued.run_at, run_at);
+        assert_eq!(requeued.attempt, 1);
+        assert_eq!(requeued.error.as_deref(), Some("s3 timeout"));
+        assert_eq!(requeued.lease_token, None);
+
+        // With no backoff the job comes straight back until attempts run out.
+        let id = store
+            .enqueue(job("flaky", "compact").with_max_attempts(3))
+            .await
+            .unwrap()
+            .job
+            .id;
+        let mut outcomes = Vec::new();
+        for n in 1..=3 {
+            let claimed = claim(store, "w").await.expect("due again");
+            assert_eq!(claimed.job.id, id);
+            assert_eq!(claimed.job.attempt, n);
+            outcomes.push(
+                store
+                    .fail(
+                        id,
+                        claimed.lease_token,
+                        FailureKind::Failed,
+                        &format!("boom {n}"),
+                        &immediate(),
+                    )
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert!(matches!(outcomes[0], FailOutcome::Retrying { .. }));
+        assert!(matches!(outcomes[1], FailOutcome::Retrying { .. }));
+        assert_eq!(outcomes[2], FailOutcome::Failed);
+        let failed = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(failed.state, JobState::Failed);
+        assert_eq!(failed.attempt, 3);
+        assert_eq!(failed.error.as_deref(), Some("boom 3"));
+        assert!(failed.finished_at.is_some());
+        assert!(
+            claim(store, "w").await.is_none(),
+            "a failed job stays failed"
+        );
+        let attempts = store.attempts(id).await.unwrap();
+        let numbers: Vec<i32> = attempts.iter().map(|a| a.attempt).collect();
+        assert_eq!(numbers, [1, 2, 3]);
+        assert!(attempts
+            .iter()
+            .all(|a| a.outcome == Some(AttemptOutcome::Failed)));
+        assert_eq!(attempts[1].error.as_deref(), Some("boom 2"));
+    }
+
+    pub async fn conflicts_are_recorded_as_conflict(store: &dyn JobStore) {
+        let id = store.enqueue(job("a", "zorder")).await.unwrap().job.id;
+        let claimed = claim(store, "w").await.unwrap();
+        let outcome = store
+            .fail(
+                id,
+                claimed.lease_token,
+                FailureKind::Conflict,
+                "concurrent commit",
+                &immediate(),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(outcome, FailOutcome::Retrying { .. }));
+        let attempts = store.attempts(id).await.unwrap();
+        assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Conflict));
+        assert_eq!(attempts[0].error.as_deref(), Some("concurrent commit"));
+    }
+
+    /// Polls `reap_expired(grace 0)` until it reaps something (a zero lease expires
+    /// at once, but the database clock must move past it).
+    async fn reap_until_some(store: &dyn JobStore) -> Vec<tablekeeper_store::ReapedJob> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let reaped = store.reap_expired(Duration::ZERO).await.unwrap();
+            if !reaped.is_empty() {
+                return reaped;
+            }
+            assert!(Instant::now() < deadline, "nothing reaped within 10s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    pub async fn reaper_requeues_expired_leases_and_records_lost_lease(store: &dyn JobStore) {
+        let id = store.enqueue(job("a", "compact")).await.unwrap().job.id;
+        let lost = store
+            .claim("crashed-worker", Duration::ZERO)
+            .await
+            .unwrap()
+            .job
+            .unwrap();
+        // Not expired by more than an hour's grace: nothing to do.
+        assert!(store
+            .reap_expired(Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .is_empty());
+
+        let reaped = reap_until_some(store).await;
+        assert_eq!(reaped.len(), 1);
+        assert_eq!(reaped[0].job_id, id);
+        assert_eq!(reaped[0].worker_id, "crashed-worker");
+        assert_eq!(reaped[0].attempt, 1);
+        assert!(reaped[0].requeued);
+        assert_eq!(reaped[0].superseded_by, None);
+        assert_eq!(reaped[0].lease_expires_at, lost.lease_expires_at);
+        // Reaping again finds nothing: each expiry is handled once.
+        assert!(store.reap_expired(Duration::ZERO).await.unwrap().is_empty());
+
+        let job = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.attempt, 1, "a lost lease consumes the attempt");
+        assert!(job.run_at <= Utc::now() + chrono::Duration::seconds(1));
+        let attempts = store.attempts(id).await.unwrap();
+        assert_eq!(attempts[0].outcome, Some(AttemptOutcome::LostLease));
+        let why = attempts[0].error.clone().unwrap();
+        assert!(
+            why.contains("crashed-worker") && why.contains("expired at"),
+            "{why}"
+        );
+
+        // The old owner can no longer write.
+        assert!(!store
+            .complete(id, lost.lease_token, json!({"stale": true}))
+            .await
+            .unwrap());
+        assert_eq!(
+            store.heartbeat(id, lost.lease_token, LEASE).await.unwrap(),
+            None
+        );
+
+        let retaken = claim(store, "healthy-worker").await.unwrap();
+        assert_eq!(retaken.job.id, id);
+        assert_eq!(retaken.job.attempt, 2);
+        assert!(!store
+            .complete(id, lost.lease_token, json!({"stale": true}))
+            .await
+            .unwrap());
+        assert!(store
+            .complete(id, retaken.lease_token, json!({"ok": true}))
+            .await
+            .unwrap());
+        assert_eq!(
+            store.get_job(id).await.unwrap().unwrap().result,
+            Some(json!({"ok": true}))
+        );
+    }
+
+    pub async fn reaper_fails_a_job_out_of_attempts(store: &dyn JobStore) {
+        let id = store
+            .enqueue(job("a", "checkpoint").with_max_attempts(1))
+            .await
+            .unwrap()
+            .job
+            .id;
+        store.claim("w", Duration::ZERO).await.unwrap().job.unwrap();
+        let reaped = reap_until_some(store).await;
+        assert!(!reaped[0].requeued);
+        let job = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Failed);
+        assert!(job
+            .error
+            .unwrap()
+            .contains("no attempts left (1 of 1 used)"));
+        assert!(job.finished_at.is_some());
+    }
+
+    pub async fn release_gives_the_attempt_back(store: &dyn JobStore) {
+        let id = store.enqueue(job("a", "compact")).await.unwrap().job.id;
+        let claimed = claim(store, "w").await.unwrap();
+        assert!(store
+            .release(id, claimed.lease_token, "shutting down")
+            .await
+            .unwrap());
+        let job = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.attempt, 0);
+        assert_eq!(job.lease_token, None);
+        let attempts = store.attempts(id).await.unwrap();
+        assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Cancelled));
+        assert_eq!(attempts[0].error.as_deref(), Some("shutting down"));
+        assert!(!store
+            .release(id, claimed.lease_token, "again")
+            .await
+            .unwrap());
+
+        let again = claim(store, "w2").await.unwrap();
+        assert_eq!(again.job.id, id);
+        assert_eq!(
+            again.job.attempt, 1,
+            "the released attempt was not consumed"
+        );
+        let numbers: Vec<i32> = store
+            .attempts(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|a| a.attempt)
+            .collect();
+        assert_eq!(numbers, [1, 1]);
+    }
+
+    pub async fn requeue_coalesces_into_a_newer_queued_job(store: &dyn JobStore) {
+        // A cron tick queued a new job while the first ran: the failing first job must
+        // not become a second queued job for the same (table, operation).
+        let first = store.enqueue(job("a", "compact")).await.unwrap().job;
+        let claimed = claim(store, "w").await.unwrap();
+        let newer = store.enqueue(job("a", "compact")).await.unwrap();
+        assert!(newer.created);
+        let outcome = store
+            .fail(
+                first.id,
+                claimed.lease_token,
+                FailureKind::Failed,
+                "boom",
+                &immediate(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            FailOutcome::Superseded {
+                queued_job_id: newer.job.id
+            }
+        );
+        let first_now = store.get_job(first.id).await.unwrap().unwrap();
+        assert_eq!(first_now.state, JobState::Cancelled);
+        assert_eq!(
+            first_now.error,
+            Some(format!("superseded by queued job {}", newer.job.id))
+        );
+        assert_eq!(state_of(store, newer.job.id).await, JobState::Queued);
+
+        // Same rule for the reaper and for release.
+        let taken = store.claim("w", Duration::ZERO).await.unwrap().job.unwrap();
+        assert_eq!(taken.job.id, newer.job.id);
+        let third = store.enqueue(job("a", "compact")).await.unwrap().job;
+        let reaped = reap_until_some(store).await;
+        assert_eq!(reaped[0].superseded_by, Some(third.id));
+        assert!(!reaped[0].requeued);
+        assert_eq!(state_of(store, newer.job.id).await, JobState::Cancelled);
+
+        let running = claim(store, "w").await.unwrap();
+        assert_eq!(running.job.id, third.id);
+        let fourth = store.enqueue(job("a", "compact")).await.unwrap().job;
+        assert!(store
+            .release(third.id, running.lease_token, "shutdown")
+            .await
+            .unwrap());
+        assert_eq!(state_of(store, third.id).await, JobState::Cancelled);
+        assert_eq!(state_of(store, fourth.id).await, JobState::Queued);
+    }
+
+    pub async fn cancel_only_cancels_queued_jobs(store: &dyn JobStore) {
+        let queued = store.enqueue(job("a", "vacuum")).await.unwrap().job;
+        assert!(store.cancel(queued.id).await.unwrap());
+        let cancelled = store.get_job(queued.id).await.unwrap().unwrap();
+        assert_eq!(cancelled.state, JobState::Cancelled);
+        assert!(cancelled.finished_at.is_some());
+        assert!(!store.cancel(queued.id).await.unwrap(), "already cancelled");
+
+        let running = store.enqueue(job("b", "vacuum")).await.unwrap().job;
+        let claimed = claim(store, "w").await.unwrap();
+        assert_eq!(claimed.job.id, running.id);
+        assert!(
+            !store.cancel(running.id).await.unwrap(),
+            "running jobs are not cancelled here"
+        );
+        assert_eq!(state_of(store, running.id).await, JobState::Running);
+
+        let err = store.cancel(999_999).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { id: 999_999 }), "{err}");
+        let err = store.attempts(999_999).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+        assert!(store.get_job(999_999).await.unwrap().is_none());
+    }
+
+    pub async fn counts_cover_every_state(store: &dyn JobStore) {
+        let counts = store.counts_by_state().await.unwrap();
+        assert_eq!(counts.len(), 5);
+        assert!(counts.values().all(|n| *n == 0));
+
+        // One job in each state.
+        let s = store.enqueue(job("s", "compact")).await.unwrap().job;
+        let c = claim(store, "w").await.unwrap();
+        store
+            .complete(s.id, c.lease_token, json!({}))
+            .await
+            .unwrap();
+        let f = store
+            .enqueue(job("f", "compact").with_max_attempts(1))
+            .await
+            .unwrap()
+            .job;
+        let c = claim(store, "w").await.unwrap();
+        store
+            .fail(f.id, c.lease_token, FailureKind::Failed, "x", &immediate())
+            .await
+            .unwrap();
+        let x = store.enqueue(job("x", "compact")).await.unwrap().job;
+        store.cancel(x.id).await.unwrap();
+        store.enqueue(job("r", "compact")).await.unwrap();
+        claim(store, "w").await.unwrap();
+        store.enqueue(job("q", "compact")).await.unwrap();
+        store.enqueue(job("q2", "compact")).await.unwrap();
+
+        let counts = store.counts_by_state().await.unwrap();
+        let expected = [
+            (JobState::Queued, 2),
+            (JobState::Running, 1),
+            (JobState::Succeeded, 1),
+            (JobState::Failed, 1),
+            (JobState::Cancelled, 1),
+        ];
+        assert_eq!(counts.into_iter().collect::<Vec<_>>(), expected);
+        let running = store.running_jobs().await.unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].table_name, "r");
+    }
+
+    pub async fn last_success_and_latest_jobs(store: &dyn JobStore) {
+        assert!(store.last_success().await.unwrap().is_empty());
+        let mut finishes = Vec::new();
+        for (table, operation) in [
+            ("a", "compact"),
+            ("a", "compact"),
+            ("a", "vacuum"),
+            ("b", "compact"),
+        ] {
+            let id = store.enqueue(job(table, operation)).await.unwrap().job.id;
+            let claimed = claim(store, "w").await.unwrap();
+            assert_eq!(claimed.job.id, id);
+            store
+                .complete(id, claimed.lease_token, json!({}))
+                .await
+                .unwrap();
+            finishes.push(store.get_job(id).await.unwrap().unwrap());
+        }
+        // A failure does not count as a success.
+        let failed = store
+            .enqueue(job("b", "vacuum").with_max_attempts(1))
+            .await
+            .unwrap()
+            .job;
+        let claimed = claim(store, "w").await.unwrap();
+        store
+            .fail(
+                failed.id,
+                claimed.lease_token,
+                FailureKind::Failed,
+                "x",
+                &immediate(),
+            )
+            .await
+            .unwrap();
+
+        let last = store.last_success().await.unwrap();
+        let keys: Vec<(&str, &str)> = last
+            .iter()
+            .map(|s| (s.table_name.as_str(), s.operation.as_str()))
+            .collect();
+        assert_eq!(keys, [("a", "compact"), ("a", "vacuum"), ("b", "compact")]);
+        assert_eq!(last[0].finished_at, finishes[1].finished_at.unwrap());
+
+        let latest = store.latest_jobs_for_table("a").await.unwrap();
+        let ids: Vec<i64> = latest.iter().map(|j| j.id).collect();
+        assert_eq!(
+            ids,
+            [finishes[1].id, finishes[2].id],
+            "newest per operation"
+        );
+        let latest_b = store.latest_jobs_for_table("b").await.unwrap();
+        assert_eq!(latest_b.len(), 2);
+        assert_eq!(latest_b[1].state, JobState::Failed);
+        assert!(store
+            .latest_jobs_for_table("nope")
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    pub async fn list_filters_newest_first(store: &dyn JobStore) {
+        let mut ids = Vec::new();
+        for (table, operation) in [
+            ("a", "compact"),
+            ("b", "compact"),
+            ("a", "vacuum"),
+            ("a", "zorder"),
+        ] {
+            ids.push(store.enqueue(job(table, operation)).await.unwrap().job.id);
+        }
+        let claimed = claim(store, "w").await.unwrap();
+        assert_eq!(claimed.job.id, ids[0]);
+
+        let all = store.list_jobs(&JobFilter::default()).await.unwrap();
+        let listed: Vec<i64> = all.iter().map(|j| j.id).collect();
+        assert_eq!(listed, [ids[3], ids[2], ids[1], ids[0]]);
+
+        let table_a = JobFilter {
+            table: Some("a".into()),
+            ..JobFilter::default()
+        };
+        let listed: Vec<i64> = store
+            .list_jobs(&table_a)
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(listed, [ids[3], ids[2], ids[0]]);
+
+        let queued_a = JobFilter {
+            table: Some("a".into()),
+            state: Some(JobState::Queued),
+            limit: 1,
+        };
+        let listed: Vec<i64> = store
+            .list_jobs(&queued_a)
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(listed, [ids[3]]);
+
+        let running = JobFilter {
+            state: Some(JobState::Running),
+            ..JobFilter::default()
+        };
+        let listed = store.list_jobs(&running).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, ids[0]);
+    }
+
+    pub async fn job_json_has_rfc3339_times_and_no_token(store: &dyn JobStore) {
+        store.enqueue(job("a", "compact")).await.unwrap();
+        let claimed = claim(store, "w").await.unwrap();
+        let value = serde_json::to_value(&claimed.job).unwrap();
+        assert_eq!(value["state"], "running");
+        assert_eq!(value["trigger"], "schedule");
+        assert_eq!(value["operation"], "compact");
+        assert!(value.get("lease_token").is_none(), "{value}");
+        let started = value["started_at"].as_str().unwrap();
+        chrono::DateTime::parse_from_rfc3339(started).expect("RFC 3339");
+        assert!(started.ends_with('Z'), "{started}");
+        let parsed: tablekeeper_store::Job = serde_json::from_value(value).unwrap();
+        assert_eq!(parsed.id, claimed.job.id);
+    }
+}

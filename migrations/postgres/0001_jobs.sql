@@ -1,0 +1,124 @@
+-- tablekeeper job table (Postgres). CONTRACT: operators, dashboards and scripts query
+-- these tables; see DESIGN.md "Job table (contract)".
+--
+-- Append-only: once released this file is never edited (sqlx records its checksum).
+-- Change the schema by adding 0002_*.sql.
+--
+-- Time: every timestamp tablekeeper writes comes from the database clock
+-- (clock_timestamp()), never from a replica's clock, so replicas' clock skew cannot
+-- shorten or stretch a lease.
+
+CREATE TABLE jobs (
+    id               BIGSERIAL   PRIMARY KEY,
+    table_name       TEXT        NOT NULL,
+    operation        TEXT        NOT NULL,
+    -- Jobs with equal keys never run at the same time (jobs_one_running_per_key).
+    -- Defaults to "table:<name>" in the inventory; tables may share a key on purpose.
+    concurrency_key  TEXT        NOT NULL,
+    state            TEXT        NOT NULL DEFAULT 'queued',
+    "trigger"        TEXT        NOT NULL DEFAULT 'schedule',
+    -- Higher runs first among due jobs.
+    priority         INTEGER     NOT NULL DEFAULT 0,
+    -- Not before: a queued job is due once run_at <= now (retry backoff moves it).
+    run_at           TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    -- Attempts consumed so far; a claim increments it, a graceful release gives it back.
+    attempt          INTEGER     NOT NULL DEFAULT 0,
+    max_attempts     INTEGER     NOT NULL DEFAULT 3,
+    -- Worker of the latest attempt (kept after the attempt ends, for operators).
+    worker_id        TEXT,
+    -- Lease columns are set only while running. Every write by a worker is fenced by
+    -- lease_token, so a worker that lost its lease cannot overwrite the new owner's work.
+    lease_token      UUID,
+    lease_expires_at TIMESTAMPTZ,
+    created_at       TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    -- Start of the latest attempt.
+    started_at       TIMESTAMPTZ,
+    -- Set when the job reaches succeeded, failed or cancelled.
+    finished_at      TIMESTAMPTZ,
+    -- JSON metrics of a successful run (files rewritten, bytes reclaimed, ...).
+    result           JSONB,
+    -- Error of the latest failed attempt, or why the job was failed/cancelled.
+    error            TEXT,
+
+    CONSTRAINT jobs_operation_check
+        CHECK (operation IN ('compact', 'zorder', 'vacuum', 'checkpoint')),
+    CONSTRAINT jobs_state_check
+        CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    CONSTRAINT jobs_trigger_check
+        CHECK ("trigger" IN ('schedule', 'manual')),
+    CONSTRAINT jobs_attempts_check
+        CHECK (attempt >= 0 AND max_attempts >= 1),
+    -- A queued job must be claimable; otherwise it would block its (table, operation)
+    -- slot in jobs_one_queued_per_table_operation forever.
+    CONSTRAINT jobs_queued_has_attempts_left
+        CHECK (state <> 'queued' OR attempt < max_attempts),
+    -- A running job always carries a complete lease; no other state carries one.
+    CONSTRAINT jobs_lease_iff_running
+        CHECK (CASE WHEN state = 'running'
+                    THEN lease_token IS NOT NULL AND lease_expires_at IS NOT NULL
+                         AND worker_id IS NOT NULL
+                    ELSE lease_token IS NULL AND lease_expires_at IS NULL
+               END)
+);
+
+COMMENT ON TABLE jobs IS
+    'tablekeeper maintenance jobs; one row per requested run of an operation on a table';
+
+-- Invariant: at most one running job per concurrency key. This is what keeps two
+-- compactions of one table from overlapping (they would duplicate rows).
+CREATE UNIQUE INDEX jobs_one_running_per_key
+    ON jobs (concurrency_key) WHERE state = 'running';
+
+-- Invariant: at most one queued job per (table, operation); every replica's cron tick
+-- coalesces into it (INSERT .. ON CONFLICT DO NOTHING).
+CREATE UNIQUE INDEX jobs_one_queued_per_table_operation
+    ON jobs (table_name, operation) WHERE state = 'queued';
+
+-- Claim order: due queued jobs by priority desc, run_at, id.
+CREATE INDEX jobs_claim_order
+    ON jobs (priority DESC, run_at, id) WHERE state = 'queued';
+
+-- Reaper: running jobs by lease expiry.
+CREATE INDEX jobs_running_lease
+    ON jobs (lease_expires_at) WHERE state = 'running';
+
+-- API: jobs of a table newest first, jobs in a state newest first, last success.
+CREATE INDEX jobs_table_name_id ON jobs (table_name, id DESC);
+CREATE INDEX jobs_state_id ON jobs (state, id DESC);
+CREATE INDEX jobs_last_success
+    ON jobs (table_name, operation, finished_at DESC) WHERE state = 'succeeded';
+
+CREATE TABLE job_attempts (
+    id           BIGSERIAL   PRIMARY KEY,
+    job_id       BIGINT      NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    -- jobs.attempt after the claim. A graceful release gives the attempt back, so one
+    -- job may show two rows with the same number: the first closed as 'cancelled'.
+    attempt      INTEGER     NOT NULL,
+    worker_id    TEXT        NOT NULL,
+    -- The lease token of this attempt: audit trail of the fencing, and lets a worker
+    -- that lost the reply to its completion learn that it did complete.
+    lease_token  UUID,
+    started_at   TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    -- An attempt is inserted when its job is claimed, with finished_at and outcome NULL
+    -- (an OPEN attempt), and closed when the job completes, fails, is released or is
+    -- reaped. outcome NULL means "still open", never "unknown".
+    finished_at  TIMESTAMPTZ,
+    outcome      TEXT,
+    -- Why the attempt failed; for 'lost_lease' the worker and the lease expiry the reaper
+    -- saw; for 'cancelled' the release reason.
+    error        TEXT,
+
+    CONSTRAINT job_attempts_outcome_check
+        CHECK (outcome IN ('succeeded', 'failed', 'conflict', 'lost_lease', 'cancelled')),
+    CONSTRAINT job_attempts_closed_together
+        CHECK ((outcome IS NULL) = (finished_at IS NULL))
+);
+
+COMMENT ON TABLE job_attempts IS
+    'one row per claim of a job; outcome and finished_at are NULL while the attempt is open';
+
+CREATE INDEX job_attempts_job_id ON job_attempts (job_id, id);
+
+-- At most one open attempt per job.
+CREATE UNIQUE INDEX job_attempts_one_open_per_job
+    ON job_attempts (job_id) WHERE outcome IS NULL;
