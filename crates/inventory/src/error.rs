@@ -70,21 +70,40 @@ pub struct Problem {
 }
 
 impl fmt::Display for Problem {
+    /// One line per problem, always: names, keys and values quoted from the file may hold
+    /// line breaks or other control characters, which are written escaped (`\n`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.display().to_string();
         write!(
             f,
             "{}:{}:{}: error: ",
-            self.file.display(),
+            OneLine(&file),
             self.line,
             self.column
         )?;
         if let Some(table) = &self.table {
-            write!(f, "table `{table}`: ")?;
+            write!(f, "table `{}`: ", OneLine(table))?;
         }
         if let Some(field) = &self.field {
-            write!(f, "`{field}`: ")?;
+            write!(f, "`{}`: ", OneLine(field))?;
         }
-        f.write_str(&self.message)
+        write!(f, "{}", OneLine(&self.message))
+    }
+}
+
+/// Writes text with control characters escaped.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -97,3 +116,24 @@ pub struct UnknownOperation(pub String);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ScheduleError(pub(crate) String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_renders_on_one_line() {
+        let p = Problem {
+            file: PathBuf::from("inv.yaml"),
+            line: 3,
+            column: 5,
+            table: Some("t".to_string()),
+            field: Some("a\nb".to_string()),
+            message: "unknown key `a\nb`\t".to_string(),
+        };
+        assert_eq!(
+            p.to_string(),
+            "inv.yaml:3:5: error: table `t`: `a\\nb`: unknown key `a\\nb`\\t"
+        );
+    }
+}
