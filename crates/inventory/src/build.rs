@@ -28,7 +28,7 @@ pub(crate) fn build_table(
 ) -> Option<TableSpec> {
     let mut ctx = Ctx {
         file: &draft.file,
-        table: draft.label(),
+        table: draft.label.clone(),
         problems,
     };
     let empty = Settings::default();

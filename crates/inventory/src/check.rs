@@ -214,6 +214,8 @@ pub(crate) struct TableDraft {
     pub file: PathBuf,
     /// The table's mapping (its first key).
     pub loc: Loc,
+    /// The name as written, even one that breaks the naming rule, for labelling problems.
+    pub label: Option<String>,
     pub name: Field<String>,
     pub path: Field<TablePath>,
     pub owner: Field<String>,
@@ -230,13 +232,6 @@ pub(crate) struct TableDraft {
     pub features: Vec<String>,
     pub readers: Vec<String>,
     pub maintenance: Settings,
-}
-
-impl TableDraft {
-    /// The table's name if it was readable, for labelling problems.
-    pub fn label(&self) -> Option<String> {
-        self.name.get().cloned()
-    }
 }
 
 /// Reads one file's tree. `root` is `None` for an empty document, which holds no tables.
@@ -349,7 +344,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
     };
     let mut ctx = Ctx {
         file: file_ctx.file,
-        table: label,
+        table: label.clone(),
         problems: &mut *file_ctx.problems,
     };
     let ctx = &mut ctx;
@@ -401,6 +396,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
     let mut draft = TableDraft {
         file: ctx.file.to_path_buf(),
         loc: node.loc,
+        label,
         name,
         path,
         owner,

@@ -145,13 +145,14 @@ fn check_unique_tables(drafts: &[FileDraft], problems: &mut Vec<Problem>) {
             }) {
                 let at = first.path.at().map_or(first.loc, |a| a.loc);
                 let first_name = first
-                    .label()
+                    .label
+                    .as_ref()
                     .map(|n| format!("table `{n}`"))
                     .unwrap_or_else(|| "another table".to_string());
                 problems.push(problem(
                     &table.file,
                     path.loc,
-                    table.label().as_deref(),
+                    table.label.as_deref(),
                     Some("path"),
                     format!(
                         "path `{}` is already used by {first_name} at {}:{}:{}; two entries for one \

@@ -206,8 +206,9 @@ fn unknown_key_message(key: &str, path: &str, keys: Keys<'_>) -> String {
         )
     };
     if let Some(note) = keys.note {
-        message.push_str("; ");
+        message.push_str(" (");
         message.push_str(note);
+        message.push(')');
     }
     message
 }
