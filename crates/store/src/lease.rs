@@ -103,11 +103,15 @@ pub fn safety_margin(lease: Duration, grace: Duration) -> Duration {
 
 /// The worker's side of one lease: when to renew next and when to give up.
 ///
-/// Feed it the send time of the claim, then of every renewal that succeeded.
+/// Feed it the send time of the claim, then of every renewal: [`LeaseClock::renewed`]
+/// when it succeeded, [`LeaseClock::renewal_failed`] when it errored (database
+/// unreachable). Renewals are spaced `L/4` apart whatever their result, so a worker cut
+/// off from the database tries twice more before its deadline instead of hammering it.
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseClock {
     lease: Duration,
     last_success_sent_at: Instant,
+    last_sent_at: Instant,
 }
 
 impl LeaseClock {
@@ -116,6 +120,7 @@ impl LeaseClock {
         Self {
             lease,
             last_success_sent_at: claim_sent_at,
+            last_sent_at: claim_sent_at,
         }
     }
 
@@ -123,15 +128,23 @@ impl LeaseClock {
     /// than the one recorded is ignored (replies may arrive out of order).
     pub fn renewed(&mut self, sent_at: Instant) {
         self.last_success_sent_at = self.last_success_sent_at.max(sent_at);
+        self.last_sent_at = self.last_sent_at.max(sent_at);
+    }
+
+    /// Record a renewal sent at `sent_at` that failed with an error. It does not move
+    /// the deadline; it only delays the next try by `L/4`. (A renewal answered with
+    /// "lease lost" is not a failure to retry: abandon at once.)
+    pub fn renewal_failed(&mut self, sent_at: Instant) {
+        self.last_sent_at = self.last_sent_at.max(sent_at);
     }
 
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
-    /// When the next renewal is due, counted from the last successful one.
+    /// When the next renewal is due: `L/4` after the last one sent.
     pub fn next_heartbeat(&self) -> Instant {
-        self.last_success_sent_at + heartbeat_interval(self.lease)
+        self.last_sent_at + heartbeat_interval(self.lease)
     }
 
     /// [`abandon_deadline`] of the last successful renewal.
@@ -307,5 +320,12 @@ mod tests {
         clock.renewed(t0 + Duration::from_secs(1));
         assert_eq!(clock.deadline(), t0 + Duration::from_secs(5));
         assert!(!clock.must_abandon(t0 + Duration::from_secs(4)));
+
+        // Failed renewals space the next try but never extend the deadline.
+        clock.renewal_failed(t0 + Duration::from_secs(3));
+        assert_eq!(clock.next_heartbeat(), t0 + Duration::from_secs(4));
+        clock.renewal_failed(t0 + Duration::from_secs(4));
+        assert_eq!(clock.deadline(), t0 + Duration::from_secs(5));
+        assert!(clock.must_abandon(t0 + Duration::from_secs(5)));
     }
 }

@@ -60,7 +60,9 @@
 //!     match store.heartbeat(claimed.job.id, claimed.lease_token, lease).await {
 //!         Ok(Some(_)) => clock.renewed(sent),
 //!         Ok(None) => { /* lease lost: abandon now */ }
-//!         Err(_) => { /* not a renewal: abandon once clock.must_abandon(now) */ }
+//!         // not a renewal: retry at clock.next_heartbeat(), abandon once
+//!         // clock.must_abandon(now)
+//!         Err(_) => clock.renewal_failed(sent),
 //!     }
 //!     // on success (fenced by the token):
 //!     store.complete(claimed.job.id, claimed.lease_token, serde_json::json!({})).await?;

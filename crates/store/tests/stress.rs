@@ -225,7 +225,7 @@ async fn worker(
                         break;
                     }
                     // Not a renewal; the deadline decides.
-                    Err(_) => {}
+                    Err(_) => clock.renewal_failed(sent),
                 }
                 continue;
             }
