@@ -19,7 +19,7 @@ use crate::runtime::Runtime;
 /// makes concurrent reaps safe.
 pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
     let lease = rt.config.lease;
-    let grace = tablekeeper_store::reaper_grace(lease);
+    let grace = tablekeeper_store::default_reap_grace(lease);
     let mut interval = tokio::time::interval(lease / 4);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -30,11 +30,15 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
         match rt.store.reap_expired(grace).await {
             Ok(reaped) => {
                 for job in reaped {
-                    info!(job_id = job.job_id, table = %job.table_name, operation = %job.operation, previous_worker = job.worker_id.as_deref().unwrap_or(""), attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
-                    rt.metrics
-                        .jobs_total
-                        .with_label_values(&[&job.table_name, &job.operation, "lost_lease"])
-                        .inc();
+                    info!(job_id = job.job_id, table = %job.table_name, operation = %job.operation, previous_worker = %job.worker_id, attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
+                    // Label values come from the inventory only: a hand-inserted job for
+                    // an unknown table is logged but not counted.
+                    if rt.fleet.spec(&job.table_name).is_some() && job.operation.parse::<Operation>().is_ok() {
+                        rt.metrics
+                            .jobs_total
+                            .with_label_values(&[&job.table_name, &job.operation, "lost_lease"])
+                            .inc();
+                    }
                 }
             }
             Err(e) => warn!(error = %e, "reaper: cannot reach the job store"),

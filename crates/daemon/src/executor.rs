@@ -12,6 +12,7 @@ use tablekeeper_delta::{
     ZorderOptions,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
+use futures::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::planner;
@@ -55,6 +56,10 @@ pub struct RunContext {
 }
 
 /// Runs `op` on the table described by `spec`.
+///
+/// Each operation future is boxed as `Send` right here: that pins its lifetimes to this
+/// call and keeps the worker's spawned task provably `Send` (without it rustc cannot prove
+/// `Send` for every lifetime of the borrowed cancellation token).
 pub async fn run(
     spec: &TableSpec,
     op: Operation,
@@ -71,10 +76,10 @@ pub async fn run(
                 target_file_size: spec.compaction.target_file_size,
                 min_small_files: u64::from(spec.compaction.min_small_files),
                 dry_run: ctx.dry_run,
+                small_file_factor: tablekeeper_delta::DEFAULT_SMALL_FILE_FACTOR,
                 max_conflict_retries: CONFLICT_RETRIES,
-                ..CompactOptions::default()
             };
-            tablekeeper_delta::compact(uri, &options, cancel).await?
+            tablekeeper_delta::compact(uri, &options, &cancel).boxed().await?
         }
         Operation::Zorder => {
             let options = ZorderOptions {
@@ -84,7 +89,7 @@ pub async fn run(
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
             };
-            tablekeeper_delta::zorder(uri, &options, cancel).await?
+            tablekeeper_delta::zorder(uri, &options, &cancel).boxed().await?
         }
         Operation::Vacuum => {
             let options = VacuumOptions {
@@ -97,16 +102,21 @@ pub async fn run(
                 },
                 dry_run: ctx.dry_run,
             };
-            tablekeeper_delta::vacuum(uri, &options, cancel).await?
+            tablekeeper_delta::vacuum(uri, &options, &cancel).boxed().await?
+        }
+        Operation::Checkpoint if ctx.dry_run => {
+            return Err(ExecError::Refused(
+                "checkpoint has no dry run (it never changes data): run `tablekeeper plan` to see whether one is due"
+                    .into(),
+            ))
         }
         Operation::Checkpoint => {
             let options = CheckpointOptions {
                 max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
                 log_retention: spec.retention.log_retention,
                 force: false,
-                dry_run: ctx.dry_run,
             };
-            tablekeeper_delta::checkpoint(uri, &options, cancel).await?
+            tablekeeper_delta::checkpoint(uri, &options, &cancel).boxed().await?
         }
     };
     Ok(report)

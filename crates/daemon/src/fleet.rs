@@ -141,7 +141,7 @@ impl Fleet {
                 sources: Vec::new(),
             })),
             tables: RwLock::new(BTreeMap::new()),
-            prober: Prober::default(),
+            prober: Prober::new(),
             metrics,
         };
         fleet.replace_inventory(inventory);
@@ -189,19 +189,36 @@ impl Fleet {
                 tables.insert(spec.name.clone(), TableState::default());
                 added.push(spec.name.clone());
             }
-            self.metrics
-                .table_info
-                .with_label_values(&[&spec.name, &spec.owner])
-                .set(1);
-        }
-        // An inventory reload is an explicit statement of intent: API pauses reset.
-        for state in tables.values_mut() {
-            state.paused_by_api = None;
+            self.init_table_series(spec);
         }
         self.metrics.inventory_tables.set(inventory.tables.len() as i64);
         drop(tables);
         *self.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(inventory);
         (added, removed)
+    }
+
+    /// Creates a table's series at their starting values so `increase()` in alert rules
+    /// sees the first event, and drops series of operations the inventory disabled so a
+    /// disabled operation never looks stale.
+    fn init_table_series(&self, spec: &TableSpec) {
+        let m = &self.metrics;
+        let name = spec.name.as_str();
+        m.table_info.with_label_values(&[name, spec.owner.as_str()]).set(1);
+        m.table_probe_failures_total.with_label_values(&[name]).inc_by(0);
+        m.bytes_rewritten_total.with_label_values(&[name]).inc_by(0);
+        m.bytes_reclaimed_total.with_label_values(&[name]).inc_by(0);
+        for op in Operation::ALL {
+            let labels = [name, op.as_str()];
+            if spec.operation_enabled(op) {
+                m.commit_conflicts_total.with_label_values(&labels).inc_by(0);
+                m.concurrency_key_waits_total.with_label_values(&labels).inc_by(0);
+                m.consecutive_failures.with_label_values(&labels).add(0);
+            } else {
+                let _ = m.staleness_seconds.remove_label_values(&labels);
+                let _ = m.last_success_timestamp_seconds.remove_label_values(&labels);
+                let _ = m.consecutive_failures.remove_label_values(&labels);
+            }
+        }
     }
 
     pub fn with_state<T>(&self, name: &str, f: impl FnOnce(&TableState) -> T) -> Option<T> {
@@ -219,10 +236,7 @@ impl Fleet {
     /// Probes one table's log and refreshes its gauges. Returns the probe or the error
     /// text; a failure is counted in `tablekeeper_table_probe_failures_total`.
     pub async fn probe(&self, spec: &TableSpec) -> Result<Probe, String> {
-        let options = ProbeOptions {
-            target_file_size: spec.compaction.target_file_size,
-            ..ProbeOptions::default()
-        };
+        let options = ProbeOptions::for_target(spec.compaction.target_file_size);
         let result = self.prober.probe(&spec.path, &options).await;
         let now = Utc::now();
         match result {
@@ -352,7 +366,7 @@ pub fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
     if let Some(live) = probe
         .properties
         .get("delta.deletedFileRetentionDuration")
-        .and_then(|v| tablekeeper_delta::parse_interval(v))
+        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
     {
         if live != spec.retention.deleted_file_retention {
             out.push(Drift {
@@ -368,7 +382,7 @@ pub fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
     if let Some(live) = probe
         .properties
         .get("delta.logRetentionDuration")
-        .and_then(|v| tablekeeper_delta::parse_interval(v))
+        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
     {
         if live != spec.retention.log_retention {
             out.push(Drift {

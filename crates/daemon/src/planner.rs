@@ -43,9 +43,9 @@ impl Decision {
 /// Reasons an operation must not run on a table regardless of need. Checked for manual
 /// triggers too: a person asking for a compaction does not make it safe.
 pub fn safety_gate(spec: &TableSpec, op: Operation, probe: Option<&Probe>) -> Option<String> {
-    let mutating = !matches!(op, Operation::Checkpoint);
-    if spec.writers.log_store == Some(LogStore::Dynamodb) && (mutating || op == Operation::Checkpoint)
-    {
+    // Checkpoints are refused too: their expired-log cleanup deletes log files the
+    // DynamoDB log store's entries may still point at.
+    if spec.writers.log_store == Some(LogStore::Dynamodb) {
         return Some(
             "the table's writers use the DynamoDB log store, which deltalake 1.x no longer speaks; \
              commits from tablekeeper (S3 conditional put) mixed with DynamoDB-locked commits can \
@@ -55,11 +55,21 @@ pub fn safety_gate(spec: &TableSpec, op: Operation, probe: Option<&Probe>) -> Op
         );
     }
     if let Some(probe) = probe {
-        if let Err(e) = tablekeeper_delta::check_maintainable(probe, op.as_str()) {
+        if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), maintenance_op(op)) {
             return Some(e.to_string());
         }
     }
     None
+}
+
+/// The delta crate's name for an inventory operation.
+pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
+    match op {
+        Operation::Compact => tablekeeper_delta::MaintenanceOp::Compact,
+        Operation::Zorder => tablekeeper_delta::MaintenanceOp::Zorder,
+        Operation::Vacuum => tablekeeper_delta::MaintenanceOp::Vacuum,
+        Operation::Checkpoint => tablekeeper_delta::MaintenanceOp::Checkpoint,
+    }
 }
 
 /// Decides whether `op` should run on the table now.

@@ -99,7 +99,7 @@ async fn run_claimed(rt: &Arc<Runtime>, worker_id: &str, claimed: ClaimedJob, ha
             warn!(error = %msg, "failing job");
             let _ = rt
                 .store
-                .fail(job.id, claimed.lease_token, FailureKind::Failed, &msg, &RetryPolicy::no_retry())
+                .fail(job.id, claimed.lease_token, FailureKind::Permanent, &msg, &RetryPolicy::default())
                 .await;
             return;
         };
@@ -111,7 +111,7 @@ async fn run_claimed(rt: &Arc<Runtime>, worker_id: &str, claimed: ClaimedJob, ha
             .job_duration_seconds
             .with_label_values(&[op.as_str()])
             .observe(elapsed.as_secs_f64());
-        record(rt, &claimed, &spec, op, end, elapsed).await;
+        record(rt, &claimed, &spec, op, ctx.vacuum_full, end, elapsed).await;
     }
     .instrument(span)
     .await;
@@ -123,11 +123,19 @@ fn resolve(rt: &Runtime, job: &tablekeeper_store::Job) -> Option<(TableSpec, Ope
     Some((spec, op))
 }
 
-/// Looks up job history the operation needs: whether this VACUUM is the every-Nth full
-/// one, and the version of the last Z-order.
+/// Inputs the operation needs beyond the inventory: the version of the last Z-order, and
+/// whether this VACUUM is the every-Nth full one (from the job history).
 async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContext {
-    let mut ctx = RunContext::default();
-    if !matches!(op, Operation::Vacuum | Operation::Zorder) {
+    // Z-order scope: partitions that received files since the last Z-order found in
+    // the log (a Z-order by another engine counts too).
+    let mut ctx = RunContext {
+        zorder_since_version: rt
+            .fleet
+            .with_state(&spec.name, |s| s.probe.as_ref().and_then(|p| p.last_zorder_version))
+            .flatten(),
+        ..RunContext::default()
+    };
+    if op != Operation::Vacuum {
         return ctx;
     }
     let recent = rt
@@ -147,11 +155,6 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
                 .take(window)
                 .any(|j| j.result.as_ref().and_then(|r| r.get("mode")).and_then(|m| m.as_str()) == Some("full"));
             ctx.vacuum_full = spec.vacuum.full_every <= 1 || !recent_full;
-        }
-        Operation::Zorder => {
-            ctx.zorder_since_version = same_op
-                .filter_map(|j| j.result.as_ref()?.get("version_after")?.as_i64())
-                .next();
         }
         _ => {}
     }
@@ -212,7 +215,15 @@ async fn supervise(
     end
 }
 
-async fn record(rt: &Runtime, claimed: &ClaimedJob, spec: &TableSpec, op: Operation, end: AttemptEnd, elapsed: Duration) {
+async fn record(
+    rt: &Runtime,
+    claimed: &ClaimedJob,
+    spec: &TableSpec,
+    op: Operation,
+    ctx_full: bool,
+    end: AttemptEnd,
+    elapsed: Duration,
+) {
     let job_id = claimed.job.id;
     let token = claimed.lease_token;
     let labels = [spec.name.as_str(), op.as_str()];
@@ -225,7 +236,11 @@ async fn record(rt: &Runtime, claimed: &ClaimedJob, spec: &TableSpec, op: Operat
                     .with_label_values(&labels)
                     .inc_by(u64::from(report.conflicts));
             }
-            let result = serde_json::to_value(&report).unwrap_or_default();
+            let mut result = serde_json::to_value(&report).unwrap_or_default();
+            if op == Operation::Vacuum {
+                // Recorded so the next VACUUM can tell when the last full one ran.
+                result["mode"] = serde_json::json!(if ctx_full { "full" } else { "lite" });
+            }
             match rt.store.complete(job_id, token, result).await {
                 Ok(true) => {
                     if !report.dry_run {
@@ -270,9 +285,14 @@ async fn record(rt: &Runtime, claimed: &ClaimedJob, spec: &TableSpec, op: Operat
                 error!(error = %e, "DATA SAFETY: a concurrent rewrite duplicated rows; another engine or replica compacted the same files. Investigate before the next maintenance run");
             }
             let message = e.to_string();
-            let kind = if conflict { FailureKind::Conflict } else { FailureKind::Failed };
-            let policy = if e.is_retryable() { retry } else { RetryPolicy::no_retry() };
-            match rt.store.fail(job_id, token, kind, &message, &policy).await {
+            let kind = if conflict {
+                FailureKind::Conflict
+            } else if e.is_retryable() {
+                FailureKind::Failed
+            } else {
+                FailureKind::Permanent
+            };
+            match rt.store.fail(job_id, token, kind, &message, &retry).await {
                 Ok(outcome) => warn!(error = %message, outcome = ?outcome, "job attempt failed"),
                 Err(store_err) => error!(error = %message, store_error = %store_err, "job failed and the failure could not be recorded"),
             }

@@ -246,14 +246,21 @@ async fn existing_sizes(
     uri: &str,
     listed: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, u64>, DeltaError> {
-    let sizes: Vec<Option<(String, u64)>> = futures::stream::iter(listed.iter())
+    // Owned items and no borrowed `uri` inside the per-item futures: a stream closure
+    // whose futures borrow their argument cannot be proven `Send` for every lifetime,
+    // which the daemon needs to run this on a spawned task.
+    let items: Vec<(String, String)> = listed
+        .iter()
+        .map(|(decoded, raw)| (decoded.clone(), raw.clone()))
+        .collect();
+    let sizes: Vec<Option<(String, u64)>> = futures::stream::iter(items)
         .map(|(decoded, raw)| async move {
-            let path = Path::parse(raw).unwrap_or_else(|_| Path::from(raw.as_str()));
+            let path = Path::parse(&raw).unwrap_or_else(|_| Path::from(raw.as_str()));
             match store
                 .get_opts(&path, GetOptions::new().with_head(true))
                 .await
             {
-                Ok(result) => Ok(Some((decoded.clone(), result.meta.size))),
+                Ok(result) => Ok(Some((decoded, result.meta.size))),
                 Err(ObjectStoreError::NotFound { .. }) => Ok(None),
                 Err(err) => Err(DeltaError::store(uri, "sizing the vacuum list", err)),
             }
@@ -291,8 +298,9 @@ pub(crate) async fn protected_files(
     let mut commits = futures::stream::iter(newest_first)
         .map(|(v, mtime)| {
             let log_store = log_store.clone();
+            let uri = uri.to_owned();
             async move {
-                read_commit(log_store.as_ref(), uri, v)
+                read_commit(log_store.as_ref(), &uri, v)
                     .await
                     .map(|c| (mtime, c))
             }

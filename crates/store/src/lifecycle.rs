@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rand::Rng;
 
+use crate::model::FailureKind;
 use crate::retry::RetryPolicy;
 
 /// What to do with a job whose attempt just ended without success.
@@ -37,12 +38,13 @@ pub(crate) enum Applied {
 
 /// After a worker reported failure of attempt `attempt` (1-based) out of `max_attempts`.
 pub(crate) fn after_failure(
+    kind: FailureKind,
     attempt: i32,
     max_attempts: i32,
     retry: &RetryPolicy,
     rng: &mut impl Rng,
 ) -> Plan {
-    if attempt < max_attempts {
+    if kind != FailureKind::Permanent && attempt < max_attempts {
         Plan::Requeue {
             delay: retry.delay(attempt, rng),
             give_back_attempt: false,
@@ -114,14 +116,16 @@ mod tests {
         };
         let mut rng = rand::rng();
         assert!(matches!(
-            after_failure(1, 3, &retry, &mut rng),
+            after_failure(FailureKind::Failed, 1, 3, &retry, &mut rng),
             Plan::Requeue { give_back_attempt: false, delay } if delay <= Duration::from_secs(1)
         ));
         assert!(matches!(
-            after_failure(2, 3, &retry, &mut rng),
+            after_failure(FailureKind::Failed, 2, 3, &retry, &mut rng),
             Plan::Requeue { .. }
         ));
-        assert_eq!(after_failure(3, 3, &retry, &mut rng), Plan::Fail);
+        assert_eq!(after_failure(FailureKind::Failed, 3, 3, &retry, &mut rng), Plan::Fail);
+        // a permanent failure never retries, however many attempts are left
+        assert_eq!(after_failure(FailureKind::Permanent, 1, 3, &retry, &mut rng), Plan::Fail);
     }
 
     #[test]

@@ -288,12 +288,16 @@ pub enum FailureKind {
     Failed,
     /// The Delta commit met a concurrent commit. Attempt outcome `conflict`.
     Conflict,
+    /// The operation can never succeed as configured (not a Delta table, unsupported
+    /// protocol, unsafe VACUUM refused...): outcome `failed`, and the job fails at once
+    /// instead of burning its remaining attempts.
+    Permanent,
 }
 
 impl FailureKind {
     pub fn outcome(self) -> AttemptOutcome {
         match self {
-            Self::Failed => AttemptOutcome::Failed,
+            Self::Failed | Self::Permanent => AttemptOutcome::Failed,
             Self::Conflict => AttemptOutcome::Conflict,
         }
     }

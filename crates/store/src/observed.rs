@@ -41,6 +41,8 @@ pub enum StoreOp {
     LastSuccess,
     LatestJobsForTable,
     RunningJobs,
+    SetPaused,
+    PausedOverrides,
 }
 
 impl StoreOp {
@@ -62,6 +64,8 @@ impl StoreOp {
         Self::LastSuccess,
         Self::LatestJobsForTable,
         Self::RunningJobs,
+        Self::SetPaused,
+        Self::PausedOverrides,
     ];
 
     /// Snake-case name, usable as a metric label value.
@@ -84,6 +88,8 @@ impl StoreOp {
             Self::LastSuccess => "last_success",
             Self::LatestJobsForTable => "latest_jobs_for_table",
             Self::RunningJobs => "running_jobs",
+            Self::SetPaused => "set_paused",
+            Self::PausedOverrides => "paused_overrides",
         }
     }
 }
@@ -261,6 +267,16 @@ impl JobStore for ObservedStore {
 
     async fn running_jobs(&self) -> Result<Vec<Job>, StoreError> {
         self.observe(StoreOp::RunningJobs, self.inner.running_jobs())
+            .await
+    }
+
+    async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError> {
+        self.observe(StoreOp::SetPaused, self.inner.set_paused(table, paused))
+            .await
+    }
+
+    async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
+        self.observe(StoreOp::PausedOverrides, self.inner.paused_overrides())
             .await
     }
 

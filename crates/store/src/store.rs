@@ -138,6 +138,12 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     async fn running_jobs(&self) -> Result<Vec<Job>, StoreError>;
 
     /// Closes the connection pool (shutdown); later calls fail with `Unavailable`.
+    /// Records an API pause (`true`) or resume (`false`) of a table for every replica.
+    async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError>;
+
+    /// Pause overrides set through the API, by table name.
+    async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError>;
+
     async fn close(&self);
 }
 

@@ -42,12 +42,25 @@ pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) 
             ctrl_c.cancel();
         }
     });
+    // Same inputs the daemon would use: the Z-order scope comes from the table's log.
+    let zorder_since_version = if op == Operation::Zorder {
+        let options = tablekeeper_delta::ProbeOptions::for_target(spec.compaction.target_file_size);
+        match tablekeeper_delta::Prober::new().probe(&spec.path, &options).await {
+            Ok(p) => p.last_zorder_version,
+            Err(e) => {
+                eprintln!("error: table `{table}`: cannot read the table: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let ctx = RunContext {
         dry_run,
         // A foreground VACUUM lists the directory: an operator running it by hand
         // usually wants orphans from failed rewrites reclaimed too.
         vacuum_full: true,
-        zorder_since_version: None,
+        zorder_since_version,
     };
     match executor::run(spec, op, ctx, cancel).await {
         Ok(report) => {

@@ -476,7 +476,7 @@ impl JobStore for PgJobStore {
                     let plan = {
                         // ThreadRng is not Send: keep it out of the awaits below.
                         let mut rng = rand::rng();
-                        lifecycle::after_failure(job.attempt, job.max_attempts, &retry, &mut rng)
+                        lifecycle::after_failure(kind, job.attempt, job.max_attempts, &retry, &mut rng)
                     };
                     Self::apply(tx, &job, plan, Some(&error), &error)
                         .await
@@ -696,6 +696,24 @@ impl JobStore for PgJobStore {
             .await?
             .iter()
             .map(job_from_row)
+            .collect()
+    }
+
+    async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError> {
+        sqlx::query(sql::SET_PAUSED)
+            .bind(table)
+            .bind(paused)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
+        let rows = sqlx::query(sql::PAUSED_OVERRIDES)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("table_name")?, r.try_get("paused")?)))
             .collect()
     }
 
