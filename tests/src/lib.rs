@@ -111,7 +111,10 @@ impl Daemon {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(std::process::Child::id).unwrap_or(0)
+        self.child
+            .as_ref()
+            .map(std::process::Child::id)
+            .unwrap_or(0)
     }
 
     /// Sends a signal by name (`HUP`, `TERM`, `KILL`, ...).
@@ -126,7 +129,10 @@ impl Daemon {
 
     /// Waits for the process to exit and returns its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<Option<i32>> {
-        let child = self.child.as_mut().ok_or_else(|| anyhow::anyhow!("already exited"))?;
+        let child = self
+            .child
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("already exited"))?;
         let status = wait_for(timeout, "daemon exit", || child.try_wait().ok().flatten())?;
         self.child = None;
         Ok(status.code())
@@ -148,7 +154,11 @@ impl Daemon {
                 }
             }
             if Instant::now() > deadline {
-                anyhow::bail!("{} not ready after {timeout:?}; log:\n{}", self.name, self.log());
+                anyhow::bail!(
+                    "{} not ready after {timeout:?}; log:\n{}",
+                    self.name,
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

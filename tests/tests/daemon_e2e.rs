@@ -26,10 +26,26 @@ struct Table {
 }
 
 const TABLES: &[Table] = &[
-    Table { name: "e2e.alpha", key: Some("shared"), partitioned: true },
-    Table { name: "e2e.beta", key: Some("shared"), partitioned: false },
-    Table { name: "e2e.gamma", key: None, partitioned: true },
-    Table { name: "e2e.delta", key: None, partitioned: false },
+    Table {
+        name: "e2e.alpha",
+        key: Some("shared"),
+        partitioned: true,
+    },
+    Table {
+        name: "e2e.beta",
+        key: Some("shared"),
+        partitioned: false,
+    },
+    Table {
+        name: "e2e.gamma",
+        key: None,
+        partitioned: true,
+    },
+    Table {
+        name: "e2e.delta",
+        key: None,
+        partitioned: false,
+    },
 ];
 
 fn table_yaml(root: &Path, t: &Table) -> String {
@@ -119,16 +135,31 @@ async fn two_replicas_maintain_a_fleet_safely() {
 
     // Staleness before any maintenance: since table creation, so > 0.
     let m = r1.metrics().await.unwrap();
-    let stale_before = metric_value(&m, "tablekeeper_staleness_seconds", "operation=\"compact\",table=\"e2e.alpha\"");
+    let stale_before = metric_value(
+        &m,
+        "tablekeeper_staleness_seconds",
+        "operation=\"compact\",table=\"e2e.alpha\"",
+    );
 
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     let client = reqwest::Client::new();
 
     // Auth on mutating routes.
     let url = format!("{}/api/v1/tables/e2e.alpha/jobs", r1.base_url);
-    let unauth = client.post(&url).json(&serde_json::json!({"operation": "checkpoint"})).send().await.unwrap();
+    let unauth = client
+        .post(&url)
+        .json(&serde_json::json!({"operation": "checkpoint"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unauth.status().as_u16(), 401);
-    let wrong = client.post(&url).bearer_auth("nope").json(&serde_json::json!({"operation": "checkpoint"})).send().await.unwrap();
+    let wrong = client
+        .post(&url)
+        .bearer_auth("nope")
+        .json(&serde_json::json!({"operation": "checkpoint"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status().as_u16(), 401);
     let no_token = client
         .post(format!("{}/api/v1/tables/e2e.alpha/jobs", r2.base_url))
@@ -138,9 +169,22 @@ async fn two_replicas_maintain_a_fleet_safely() {
         .await
         .unwrap();
     assert_eq!(no_token.status().as_u16(), 403);
-    let bad_body = client.post(&url).bearer_auth(TOKEN).body("{not json").header("content-type", "application/json").send().await.unwrap();
+    let bad_body = client
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .body("{not json")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad_body.status().as_u16(), 400);
-    let accepted = client.post(&url).bearer_auth(TOKEN).json(&serde_json::json!({"operation": "checkpoint"})).send().await.unwrap();
+    let accepted = client
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"operation": "checkpoint"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(accepted.status().as_u16(), 202);
     let body: serde_json::Value = accepted.json().await.unwrap();
     assert_eq!(body["job"]["trigger"], "manual");
@@ -159,51 +203,102 @@ async fn two_replicas_maintain_a_fleet_safely() {
     .await;
 
     // Both replicas work: keep asking for cheap manual checkpoints until both took some.
-    wait_until(Duration::from_secs(90), "jobs run on both replicas", || async {
-        let workers: Vec<String> = sqlx::query_scalar("SELECT DISTINCT split_part(worker_id, '/', 1) FROM job_attempts")
+    wait_until(
+        Duration::from_secs(90),
+        "jobs run on both replicas",
+        || async {
+            let workers: Vec<String> = sqlx::query_scalar(
+                "SELECT DISTINCT split_part(worker_id, '/', 1) FROM job_attempts",
+            )
             .fetch_all(&pool)
             .await
             .unwrap();
-        if workers.len() >= 2 {
-            return true;
-        }
-        for t in &initial {
-            let _ = client
-                .post(format!("{}/api/v1/tables/{}/jobs", r1.base_url, t.name))
-                .bearer_auth(TOKEN)
-                .json(&serde_json::json!({"operation": "checkpoint"}))
-                .send()
-                .await;
-        }
-        false
-    })
+            if workers.len() >= 2 {
+                return true;
+            }
+            for t in &initial {
+                let _ = client
+                    .post(format!("{}/api/v1/tables/{}/jobs", r1.base_url, t.name))
+                    .bearer_auth(TOKEN)
+                    .json(&serde_json::json!({"operation": "checkpoint"}))
+                    .send()
+                    .await;
+            }
+            false
+        },
+    )
     .await;
 
     // Rows unchanged, file count down, staleness fallen, metrics correct.
     for t in &initial {
         let uri = root.join(t.name);
-        let after = fixtures::read_rows_sorted(&uri.to_string_lossy(), None).await.unwrap();
+        let after = fixtures::read_rows_sorted(&uri.to_string_lossy(), None)
+            .await
+            .unwrap();
         assert_eq!(after, before[t.name], "rows of {} changed", t.name);
     }
     let alpha = root.join("e2e.alpha");
-    let files_now = fixtures::active_files(&alpha.to_string_lossy()).await.unwrap();
+    let files_now = fixtures::active_files(&alpha.to_string_lossy())
+        .await
+        .unwrap();
     assert!(files_now < 12, "alpha still has {files_now} files");
     let expected_files = files_now as f64;
-    wait_until(Duration::from_secs(30), "metrics to reflect the compaction", || async {
-        let m = r1.metrics().await.unwrap();
-        metric_value(&m, "tablekeeper_table_files", "table=\"e2e.alpha\"") == Some(expected_files)
-    })
+    wait_until(
+        Duration::from_secs(30),
+        "metrics to reflect the compaction",
+        || async {
+            let m = r1.metrics().await.unwrap();
+            metric_value(&m, "tablekeeper_table_files", "table=\"e2e.alpha\"")
+                == Some(expected_files)
+        },
+    )
     .await;
     let m = r1.metrics().await.unwrap();
-    let stale_after = metric_value(&m, "tablekeeper_staleness_seconds", "operation=\"compact\",table=\"e2e.alpha\"").unwrap();
+    let stale_after = metric_value(
+        &m,
+        "tablekeeper_staleness_seconds",
+        "operation=\"compact\",table=\"e2e.alpha\"",
+    )
+    .unwrap();
     if let Some(b) = stale_before {
-        assert!(stale_after < b + 1.0, "staleness did not fall: {b} -> {stale_after}");
+        assert!(
+            stale_after < b + 1.0,
+            "staleness did not fall: {b} -> {stale_after}"
+        );
     }
-    assert!(stale_after < 60.0, "staleness after compaction is {stale_after}");
-    assert_eq!(metric_value(&m, "tablekeeper_table_info", "owner=\"team-alpha\",table=\"e2e.alpha\""), Some(1.0));
-    assert_eq!(metric_value(&m, "tablekeeper_inventory_tables", ""), Some(3.0));
-    assert!(metric_value(&m, "tablekeeper_last_success_timestamp_seconds", "operation=\"compact\",table=\"e2e.alpha\"").unwrap() > 1.7e9);
-    assert_eq!(metric_value(&m, "tablekeeper_consecutive_failures", "operation=\"compact\",table=\"e2e.alpha\""), Some(0.0));
+    assert!(
+        stale_after < 60.0,
+        "staleness after compaction is {stale_after}"
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "tablekeeper_table_info",
+            "owner=\"team-alpha\",table=\"e2e.alpha\""
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric_value(&m, "tablekeeper_inventory_tables", ""),
+        Some(3.0)
+    );
+    assert!(
+        metric_value(
+            &m,
+            "tablekeeper_last_success_timestamp_seconds",
+            "operation=\"compact\",table=\"e2e.alpha\""
+        )
+        .unwrap()
+            > 1.7e9
+    );
+    assert_eq!(
+        metric_value(
+            &m,
+            "tablekeeper_consecutive_failures",
+            "operation=\"compact\",table=\"e2e.alpha\""
+        ),
+        Some(0.0)
+    );
     for name in [
         "tablekeeper_build_info",
         "tablekeeper_jobs",
@@ -239,20 +334,35 @@ async fn two_replicas_maintain_a_fleet_safely() {
         n >= 1
     })
     .await;
-    let tables: serde_json::Value = reqwest::get(format!("{}/api/v1/tables", r1.base_url)).await.unwrap().json().await.unwrap();
+    let tables: serde_json::Value = reqwest::get(format!("{}/api/v1/tables", r1.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(tables["tables"].as_array().unwrap().len(), 4);
 
     // A broken inventory keeps the last good one and is counted.
     std::fs::write(&inv_file, "tables:\n  - name: [broken\n").unwrap();
     r1.signal("HUP").unwrap();
-    wait_until(Duration::from_secs(20), "the reload failure to be counted", || async {
-        let m = r1.metrics().await.unwrap();
-        metric_value(&m, "tablekeeper_inventory_reload_failures_total", "").unwrap_or(0.0) >= 1.0
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "the reload failure to be counted",
+        || async {
+            let m = r1.metrics().await.unwrap();
+            metric_value(&m, "tablekeeper_inventory_reload_failures_total", "").unwrap_or(0.0)
+                >= 1.0
+        },
+    )
     .await;
     let m = r1.metrics().await.unwrap();
-    assert_eq!(metric_value(&m, "tablekeeper_inventory_tables", ""), Some(4.0));
-    let ready = reqwest::get(format!("{}/readyz", r1.base_url)).await.unwrap();
+    assert_eq!(
+        metric_value(&m, "tablekeeper_inventory_tables", ""),
+        Some(4.0)
+    );
+    let ready = reqwest::get(format!("{}/readyz", r1.base_url))
+        .await
+        .unwrap();
     assert_eq!(ready.status().as_u16(), 200);
 
     // No overlapping attempts on any concurrency key, across both replicas.
@@ -268,7 +378,9 @@ async fn two_replicas_maintain_a_fleet_safely() {
     }
     // Rows still identical for every table after all the maintenance.
     for t in TABLES {
-        let after = fixtures::read_rows_sorted(&root.join(t.name).to_string_lossy(), None).await.unwrap();
+        let after = fixtures::read_rows_sorted(&root.join(t.name).to_string_lossy(), None)
+            .await
+            .unwrap();
         assert_eq!(after, before[t.name], "rows of {} changed", t.name);
     }
     pool.close().await;
@@ -285,11 +397,25 @@ async fn assert_no_overlap(pool: &sqlx::PgPool) {
     .fetch_all(pool)
     .await
     .unwrap();
-    let mut by_key: BTreeMap<String, Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>, i64)>> = BTreeMap::new();
+    let mut by_key: BTreeMap<
+        String,
+        Vec<(
+            chrono::DateTime<chrono::Utc>,
+            chrono::DateTime<chrono::Utc>,
+            i64,
+        )>,
+    > = BTreeMap::new();
     for r in rows {
-        by_key.entry(r.get("concurrency_key")).or_default().push((r.get("started_at"), r.get("finished_at"), r.get("job_id")));
+        by_key.entry(r.get("concurrency_key")).or_default().push((
+            r.get("started_at"),
+            r.get("finished_at"),
+            r.get("job_id"),
+        ));
     }
-    assert!(by_key.contains_key("shared"), "no attempts on the shared key");
+    assert!(
+        by_key.contains_key("shared"),
+        "no attempts on the shared key"
+    );
     for (key, attempts) in by_key {
         // Sorted by start: each attempt must start after every earlier one finished.
         let mut busy_until: Option<(chrono::DateTime<chrono::Utc>, i64)> = None;
@@ -311,7 +437,10 @@ where
 {
     let deadline = Instant::now() + timeout;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

@@ -33,7 +33,9 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
                     info!(job_id = job.job_id, table = %job.table_name, operation = %job.operation, previous_worker = %job.worker_id, attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
                     // Label values come from the inventory only: a hand-inserted job for
                     // an unknown table is logged but not counted.
-                    if rt.fleet.spec(&job.table_name).is_some() && job.operation.parse::<Operation>().is_ok() {
+                    if rt.fleet.spec(&job.table_name).is_some()
+                        && job.operation.parse::<Operation>().is_ok()
+                    {
                         rt.metrics
                             .jobs_total
                             .with_label_values(&[&job.table_name, &job.operation, "lost_lease"])
@@ -87,10 +89,23 @@ async fn refresh_store_gauges(rt: &Runtime) {
         Err(e) => warn!(error = %e, "cannot read job counts"),
     }
     match rt.store.last_success().await {
-        Ok(rows) => rt.fleet.set_store_successes(rows.into_iter().filter_map(|r| {
-            let op: Operation = r.operation.parse().ok()?;
-            Some((r.table_name, op, r.finished_at))
-        })),
+        Ok(rows) => rt
+            .fleet
+            .set_store_successes(rows.into_iter().filter_map(|r| {
+                let op: Operation = r.operation.parse().ok()?;
+                Some((r.table_name, op, r.finished_at))
+            })),
         Err(e) => warn!(error = %e, "cannot read last successes"),
+    }
+    // Pauses set through the API on any replica.
+    match rt.store.paused_overrides().await {
+        Ok(overrides) => {
+            for spec in &rt.fleet.inventory().tables {
+                let value = overrides.get(&spec.name).copied();
+                rt.fleet
+                    .update_state(&spec.name, |s| s.paused_by_api = value);
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read pause overrides"),
     }
 }

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::logging::LogFormat;
 
 #[derive(Debug, Parser)]
-#[command(name = "tablekeeper", version, about = "Keeps a fleet of Delta Lake tables maintained: compaction, Z-order, VACUUM and checkpoints from a YAML inventory")]
+#[command(
+    name = "tablekeeper",
+    version,
+    about = "Keeps a fleet of Delta Lake tables maintained: compaction, Z-order, VACUUM and checkpoints from a YAML inventory"
+)]
 pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TABLEKEEPER_LOG_FORMAT")]

@@ -198,16 +198,15 @@ impl DaemonConfig {
             .map(|(v, _)| v)
             .unwrap_or_else(|| DEFAULT_ADMIN_TOKEN_ENV.to_string());
 
-        let duration = |key: &'static str, value: Option<String>, default: Duration| {
-            match pick(key, value) {
+        let duration =
+            |key: &'static str, value: Option<String>, default: Duration| match pick(key, value) {
                 Some((v, origin)) => parse_duration(&v).map_err(|message| ConfigError::Value {
                     key,
                     origin,
                     message,
                 }),
                 None => Ok(default),
-            }
-        };
+            };
         let lease = duration("lease", raw.lease, DEFAULT_LEASE)?;
         if lease < MIN_LEASE {
             return Err(ConfigError::Value {
@@ -220,9 +219,11 @@ impl DaemonConfig {
                 ),
             });
         }
-        let shutdown_grace = duration("shutdown_grace", raw.shutdown_grace, DEFAULT_SHUTDOWN_GRACE)?;
+        let shutdown_grace =
+            duration("shutdown_grace", raw.shutdown_grace, DEFAULT_SHUTDOWN_GRACE)?;
         let poll_interval = duration("poll_interval", raw.poll_interval, DEFAULT_POLL_INTERVAL)?;
-        let probe_interval = duration("probe_interval", raw.probe_interval, DEFAULT_PROBE_INTERVAL)?;
+        let probe_interval =
+            duration("probe_interval", raw.probe_interval, DEFAULT_PROBE_INTERVAL)?;
 
         let admin_token = env(&admin_token_env)
             .filter(|t| !t.trim().is_empty())
@@ -288,7 +289,10 @@ mod tests {
     fn environment_overrides_file() {
         let c = load(
             "workers: 3\nlease: 30s\n",
-            &[("TABLEKEEPER_WORKERS", "5"), ("TABLEKEEPER_LISTEN", "0.0.0.0:9000")],
+            &[
+                ("TABLEKEEPER_WORKERS", "5"),
+                ("TABLEKEEPER_LISTEN", "0.0.0.0:9000"),
+            ],
         )
         .unwrap();
         assert_eq!(c.workers, 5);
@@ -301,7 +305,9 @@ mod tests {
         assert!(load("wokers: 3\n", &[]).is_err());
         let e = load("lease: soon\n", &[]).unwrap_err().to_string();
         assert!(e.contains("`lease`"), "{e}");
-        let e = load("", &[("TABLEKEEPER_WORKERS", "0")]).unwrap_err().to_string();
+        let e = load("", &[("TABLEKEEPER_WORKERS", "0")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("TABLEKEEPER_WORKERS"), "{e}");
     }
 

@@ -7,12 +7,12 @@
 //! store (that is the worker); it does check the safety gates again, because a manual
 //! trigger or a stale plan must not bypass them.
 
+use futures::FutureExt as _;
 use tablekeeper_delta::{
     CheckpointOptions, CompactOptions, DeltaError, OpReport, VacuumMode, VacuumOptions,
     ZorderOptions,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
-use futures::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::planner;

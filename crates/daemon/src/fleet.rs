@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tablekeeper_delta::{ProbeOptions, Prober, Probe};
+use tablekeeper_delta::{Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 
 use crate::metrics::Metrics;
@@ -27,7 +27,11 @@ pub enum DriftKind {
 }
 
 impl DriftKind {
-    pub const ALL: [DriftKind; 3] = [DriftKind::Retention, DriftKind::Protocol, DriftKind::Partitioning];
+    pub const ALL: [DriftKind; 3] = [
+        DriftKind::Retention,
+        DriftKind::Protocol,
+        DriftKind::Partitioning,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             DriftKind::Retention => "retention",
@@ -179,7 +183,10 @@ impl Fleet {
                 removed.push(spec.name.clone());
             } else if let Some(new) = inventory.table(&spec.name) {
                 if new.owner != spec.owner {
-                    let _ = self.metrics.table_info.remove_label_values(&[&spec.name, &spec.owner]);
+                    let _ = self
+                        .metrics
+                        .table_info
+                        .remove_label_values(&[&spec.name, &spec.owner]);
                 }
             }
         }
@@ -191,7 +198,9 @@ impl Fleet {
             }
             self.init_table_series(spec);
         }
-        self.metrics.inventory_tables.set(inventory.tables.len() as i64);
+        self.metrics
+            .inventory_tables
+            .set(inventory.tables.len() as i64);
         drop(tables);
         *self.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(inventory);
         (added, removed)
@@ -203,19 +212,29 @@ impl Fleet {
     fn init_table_series(&self, spec: &TableSpec) {
         let m = &self.metrics;
         let name = spec.name.as_str();
-        m.table_info.with_label_values(&[name, spec.owner.as_str()]).set(1);
-        m.table_probe_failures_total.with_label_values(&[name]).inc_by(0);
+        m.table_info
+            .with_label_values(&[name, spec.owner.as_str()])
+            .set(1);
+        m.table_probe_failures_total
+            .with_label_values(&[name])
+            .inc_by(0);
         m.bytes_rewritten_total.with_label_values(&[name]).inc_by(0);
         m.bytes_reclaimed_total.with_label_values(&[name]).inc_by(0);
         for op in Operation::ALL {
             let labels = [name, op.as_str()];
             if spec.operation_enabled(op) {
-                m.commit_conflicts_total.with_label_values(&labels).inc_by(0);
-                m.concurrency_key_waits_total.with_label_values(&labels).inc_by(0);
+                m.commit_conflicts_total
+                    .with_label_values(&labels)
+                    .inc_by(0);
+                m.concurrency_key_waits_total
+                    .with_label_values(&labels)
+                    .inc_by(0);
                 m.consecutive_failures.with_label_values(&labels).add(0);
             } else {
                 let _ = m.staleness_seconds.remove_label_values(&labels);
-                let _ = m.last_success_timestamp_seconds.remove_label_values(&labels);
+                let _ = m
+                    .last_success_timestamp_seconds
+                    .remove_label_values(&labels);
                 let _ = m.consecutive_failures.remove_label_values(&labels);
             }
         }
@@ -266,7 +285,10 @@ impl Fleet {
     }
 
     /// Records last successes read from the job table (all tables at once).
-    pub fn set_store_successes(&self, rows: impl IntoIterator<Item = (String, Operation, DateTime<Utc>)>) {
+    pub fn set_store_successes(
+        &self,
+        rows: impl IntoIterator<Item = (String, Operation, DateTime<Utc>)>,
+    ) {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         for (table, op, at) in rows {
             if let Some(state) = tables.get_mut(&table) {
@@ -287,8 +309,12 @@ impl Fleet {
         let name = spec.name.as_str();
         if let Some(p) = &state.probe {
             m.table_files.with_label_values(&[name]).set(p.files as i64);
-            m.table_size_bytes.with_label_values(&[name]).set(p.size_bytes as i64);
-            m.table_small_files.with_label_values(&[name]).set(p.small_files as i64);
+            m.table_size_bytes
+                .with_label_values(&[name])
+                .set(p.size_bytes as i64);
+            m.table_small_files
+                .with_label_values(&[name])
+                .set(p.small_files as i64);
             m.table_version.with_label_values(&[name]).set(p.version);
             m.table_commits_since_checkpoint
                 .with_label_values(&[name])
@@ -299,7 +325,9 @@ impl Fleet {
             let drift = drift(spec, p);
             for kind in DriftKind::ALL {
                 let on = drift.iter().any(|d| d.kind == kind);
-                m.drift.with_label_values(&[name, kind.as_str()]).set(i64::from(on));
+                m.drift
+                    .with_label_values(&[name, kind.as_str()])
+                    .set(i64::from(on));
             }
         }
         for op in Operation::ALL {
@@ -349,14 +377,18 @@ impl Fleet {
 }
 
 fn last_success(state: &TableState, op: Operation) -> Option<DateTime<Utc>> {
-    let from_log = state.probe.as_ref().and_then(|p| planner::last_success_from_log(p, op));
+    let from_log = state
+        .probe
+        .as_ref()
+        .and_then(|p| planner::last_success_from_log(p, op));
     let from_store = state.store_success.get(&op).copied();
     from_log.max(from_store)
 }
 
 /// now − last success; since table creation if never (DESIGN.md metrics contract).
 fn staleness(state: &TableState, op: Operation, now: DateTime<Utc>) -> Option<chrono::Duration> {
-    let since = last_success(state, op).or_else(|| state.probe.as_ref().and_then(|p| p.created_at))?;
+    let since =
+        last_success(state, op).or_else(|| state.probe.as_ref().and_then(|p| p.created_at))?;
     Some((now - since).max(chrono::Duration::zero()))
 }
 
@@ -418,7 +450,10 @@ pub fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
     if !missing.is_empty() || !undeclared.is_empty() {
         let mut parts = Vec::new();
         if !missing.is_empty() {
-            parts.push(format!("declared but not on the table: [{}]", missing.join(", ")));
+            parts.push(format!(
+                "declared but not on the table: [{}]",
+                missing.join(", ")
+            ));
         }
         if !undeclared.is_empty() {
             parts.push(format!(
@@ -499,14 +534,24 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
             }
         })
         .collect();
-    let drift = state.probe.as_ref().map(|p| drift(spec, p)).unwrap_or_default();
+    let drift = state
+        .probe
+        .as_ref()
+        .map(|p| drift(spec, p))
+        .unwrap_or_default();
     let mut reasons = Vec::new();
     let health = if let Some(e) = &state.probe_error {
         reasons.push(format!("unreadable: {e}"));
         Health::Unreadable
-    } else if operations.iter().any(|o| o.enabled && o.consecutive_failures > 0) {
+    } else if operations
+        .iter()
+        .any(|o| o.enabled && o.consecutive_failures > 0)
+    {
         for o in operations.iter().filter(|o| o.consecutive_failures > 0) {
-            reasons.push(format!("{} failed {} time(s) in a row", o.operation, o.consecutive_failures));
+            reasons.push(format!(
+                "{} failed {} time(s) in a row",
+                o.operation, o.consecutive_failures
+            ));
         }
         Health::Failing
     } else if operations.iter().any(|o| o.stale) {

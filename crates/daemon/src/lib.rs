@@ -33,7 +33,10 @@ pub fn main() -> ExitCode {
         Command::Schema => return commands::schema::run(),
         _ => {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -43,12 +46,23 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Run { config } => commands::run::run(config.as_deref()).await,
-            Command::Plan { config, inventory, format } => commands::plan::run(config, inventory, format).await,
-            Command::Maintain { inventory, table, operation, dry_run } => {
-                commands::maintain::run(&inventory, &table, &operation, dry_run).await
-            }
+            Command::Plan {
+                config,
+                inventory,
+                format,
+            } => commands::plan::run(config, inventory, format).await,
+            Command::Maintain {
+                inventory,
+                table,
+                operation,
+                dry_run,
+            } => commands::maintain::run(&inventory, &table, &operation, dry_run).await,
             Command::Migrate { database_url } => commands::migrate::run(database_url).await,
-            Command::Demo { dir, listen, duration } => commands::demo::run(&dir, &listen, duration).await,
+            Command::Demo {
+                dir,
+                listen,
+                duration,
+            } => commands::demo::run(&dir, &listen, duration).await,
             Command::Validate { .. } | Command::Schema => ExitCode::SUCCESS,
         }
     })

@@ -224,7 +224,9 @@ impl Metrics {
         let _ = self.table_info.remove_label_values(&[table, owner]);
         for op in tablekeeper_inventory::Operation::ALL {
             let labels = [table, op.as_str()];
-            let _ = self.last_success_timestamp_seconds.remove_label_values(&labels);
+            let _ = self
+                .last_success_timestamp_seconds
+                .remove_label_values(&labels);
             let _ = self.staleness_seconds.remove_label_values(&labels);
             let _ = self.consecutive_failures.remove_label_values(&labels);
         }

@@ -55,7 +55,8 @@ pub fn safety_gate(spec: &TableSpec, op: Operation, probe: Option<&Probe>) -> Op
         );
     }
     if let Some(probe) = probe {
-        if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), maintenance_op(op)) {
+        if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), maintenance_op(op))
+        {
             return Some(e.to_string());
         }
     }
@@ -80,7 +81,9 @@ pub fn decide(
     now: DateTime<Utc>,
 ) -> Decision {
     if spec.paused {
-        return Decision::Skip("table is paused (`maintenance.paused: true` or the pause route)".into());
+        return Decision::Skip(
+            "table is paused (`maintenance.paused: true` or the pause route)".into(),
+        );
     }
     if !spec.operation_enabled(op) {
         return Decision::Skip(format!("{op} is disabled for this table"));
@@ -110,7 +113,12 @@ fn need(spec: &TableSpec, op: Operation, probe: &Probe, now: DateTime<Utc>) -> D
                 .filter(|(_, n)| **n >= min)
                 .collect();
             if qualifying.is_empty() {
-                let worst = probe.small_files_by_partition.values().max().copied().unwrap_or(0);
+                let worst = probe
+                    .small_files_by_partition
+                    .values()
+                    .max()
+                    .copied()
+                    .unwrap_or(0);
                 Decision::Skip(format!(
                     "no partition has {min} or more small files (most in one partition: {worst})"
                 ))
@@ -144,7 +152,10 @@ fn need(spec: &TableSpec, op: Operation, probe: &Probe, now: DateTime<Utc>) -> D
             )),
             (Some(v), _) => {
                 let _ = now;
-                Decision::Skip(format!("no commits since the last VACUUM at {}", v.to_rfc3339()))
+                Decision::Skip(format!(
+                    "no commits since the last VACUUM at {}",
+                    v.to_rfc3339()
+                ))
             }
         },
         Operation::Checkpoint => {

@@ -23,7 +23,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub fn new(config: DaemonConfig, store: Arc<dyn JobStore>, fleet: Arc<Fleet>, metrics: Metrics) -> Self {
+    pub fn new(
+        config: DaemonConfig,
+        store: Arc<dyn JobStore>,
+        fleet: Arc<Fleet>,
+        metrics: Metrics,
+    ) -> Self {
         let admin_token = config.admin_token.clone();
         Self {
             config,

@@ -42,7 +42,9 @@ pub struct Scheduler {
 
 impl std::fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scheduler").field("entries", &self.entries.len()).finish()
+        f.debug_struct("Scheduler")
+            .field("entries", &self.entries.len())
+            .finish()
     }
 }
 
@@ -52,8 +54,13 @@ pub struct SchedulerError(String);
 
 impl Scheduler {
     pub async fn start(rt: Arc<Runtime>) -> Result<Self, SchedulerError> {
-        let inner = JobScheduler::new().await.map_err(|e| SchedulerError(e.to_string()))?;
-        inner.start().await.map_err(|e| SchedulerError(e.to_string()))?;
+        let inner = JobScheduler::new()
+            .await
+            .map_err(|e| SchedulerError(e.to_string()))?;
+        inner
+            .start()
+            .await
+            .map_err(|e| SchedulerError(e.to_string()))?;
         Ok(Self {
             inner,
             entries: BTreeMap::new(),
@@ -105,7 +112,9 @@ impl Scheduler {
                     self.entries.insert(key, (spec, id));
                     added += 1;
                 }
-                Err(e) => warn!(table = %key.table, operation = %key.operation, schedule = %spec.expression, error = %e, "could not schedule"),
+                Err(e) => {
+                    warn!(table = %key.table, operation = %key.operation, schedule = %spec.expression, error = %e, "could not schedule")
+                }
             }
         }
         (added, removed)
@@ -115,15 +124,22 @@ impl Scheduler {
         let rt = Arc::clone(&self.rt);
         let table = key.table.clone();
         let op = key.operation;
-        let job = Job::new_async_tz(spec.expression.as_str(), spec.timezone, move |_id, _sched| {
-            let rt = Arc::clone(&rt);
-            let table = table.clone();
-            Box::pin(async move {
-                tick(&rt, &table, op).await;
-            })
-        })
+        let job = Job::new_async_tz(
+            spec.expression.as_str(),
+            spec.timezone,
+            move |_id, _sched| {
+                let rt = Arc::clone(&rt);
+                let table = table.clone();
+                Box::pin(async move {
+                    tick(&rt, &table, op).await;
+                })
+            },
+        )
         .map_err(|e| SchedulerError(format!("bad schedule `{}`: {e}", spec.expression)))?;
-        self.inner.add(job).await.map_err(|e| SchedulerError(e.to_string()))
+        self.inner
+            .add(job)
+            .await
+            .map_err(|e| SchedulerError(e.to_string()))
     }
 
     pub async fn shutdown(mut self) {
@@ -140,16 +156,27 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
         return; // removed by a reload since the tick was scheduled
     };
     let probe = rt.fleet.probe(&spec).await;
-    let decision = planner::decide(&spec, op, probe.as_ref().map_err(String::as_str), Utc::now());
+    let decision = planner::decide(
+        &spec,
+        op,
+        probe.as_ref().map_err(String::as_str),
+        Utc::now(),
+    );
     match &decision {
-        Decision::Run(reason) => {
-            match enqueue(rt, &spec, op, Trigger::Schedule).await {
-                Ok((job_id, created)) => info!(table = %table, operation = %op, job_id, created, reason = %reason, "scheduled tick: maintenance needed"),
-                Err(e) => warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue"),
+        Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule).await {
+            Ok((job_id, created)) => {
+                info!(table = %table, operation = %op, job_id, created, reason = %reason, "scheduled tick: maintenance needed")
             }
+            Err(e) => {
+                warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue")
+            }
+        },
+        Decision::Skip(reason) => {
+            info!(table = %table, operation = %op, reason = %reason, "scheduled tick: nothing to do")
         }
-        Decision::Skip(reason) => info!(table = %table, operation = %op, reason = %reason, "scheduled tick: nothing to do"),
-        Decision::Refuse(reason) => warn!(table = %table, operation = %op, reason = %reason, "scheduled tick: refused"),
+        Decision::Refuse(reason) => {
+            warn!(table = %table, operation = %op, reason = %reason, "scheduled tick: refused")
+        }
     }
 }
 

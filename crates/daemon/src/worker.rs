@@ -30,7 +30,12 @@ enum AttemptEnd {
 
 /// Runs `count` workers until `stop_claiming` fires; each finishes or releases its job
 /// according to `hard_stop`. Returns when every worker has exited.
-pub async fn run_pool(rt: Arc<Runtime>, count: usize, stop_claiming: CancellationToken, hard_stop: CancellationToken) {
+pub async fn run_pool(
+    rt: Arc<Runtime>,
+    count: usize,
+    stop_claiming: CancellationToken,
+    hard_stop: CancellationToken,
+) {
     let mut handles = Vec::with_capacity(count);
     for n in 0..count {
         let worker_id = format!("{}/{}", rt.config.replica_id, n);
@@ -48,7 +53,12 @@ pub async fn run_pool(rt: Arc<Runtime>, count: usize, stop_claiming: Cancellatio
     }
 }
 
-async fn worker_loop(rt: Arc<Runtime>, worker_id: String, stop: CancellationToken, hard_stop: CancellationToken) {
+async fn worker_loop(
+    rt: Arc<Runtime>,
+    worker_id: String,
+    stop: CancellationToken,
+    hard_stop: CancellationToken,
+) {
     let mut store_errors: u32 = 0;
     while !stop.is_cancelled() {
         let outcome = rt.store.claim(&worker_id, rt.config.lease).await;
@@ -72,7 +82,8 @@ async fn worker_loop(rt: Arc<Runtime>, worker_id: String, stop: CancellationToke
             Err(e) => {
                 store_errors = store_errors.saturating_add(1);
                 // Back off while the store is unreachable: 1s, 2s, 4s ... capped at 30s.
-                let wait = Duration::from_secs(1 << store_errors.min(5)).min(Duration::from_secs(30));
+                let wait =
+                    Duration::from_secs(1 << store_errors.min(5)).min(Duration::from_secs(30));
                 warn!(worker = %worker_id, error = %e, retry_in = ?wait, "cannot claim jobs");
                 wait
             }
@@ -86,7 +97,12 @@ async fn worker_loop(rt: Arc<Runtime>, worker_id: String, stop: CancellationToke
     }
 }
 
-async fn run_claimed(rt: &Arc<Runtime>, worker_id: &str, claimed: ClaimedJob, hard_stop: &CancellationToken) {
+async fn run_claimed(
+    rt: &Arc<Runtime>,
+    worker_id: &str,
+    claimed: ClaimedJob,
+    hard_stop: &CancellationToken,
+) {
     let job = &claimed.job;
     let span = tracing::info_span!("job", job_id = job.id, table = %job.table_name, operation = %job.operation, attempt = job.attempt);
     async {
@@ -99,7 +115,13 @@ async fn run_claimed(rt: &Arc<Runtime>, worker_id: &str, claimed: ClaimedJob, ha
             warn!(error = %msg, "failing job");
             let _ = rt
                 .store
-                .fail(job.id, claimed.lease_token, FailureKind::Permanent, &msg, &RetryPolicy::default())
+                .fail(
+                    job.id,
+                    claimed.lease_token,
+                    FailureKind::Permanent,
+                    &msg,
+                    &RetryPolicy::default(),
+                )
                 .await;
             return;
         };
@@ -131,7 +153,9 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
     let mut ctx = RunContext {
         zorder_since_version: rt
             .fleet
-            .with_state(&spec.name, |s| s.probe.as_ref().and_then(|p| p.last_zorder_version))
+            .with_state(&spec.name, |s| {
+                s.probe.as_ref().and_then(|p| p.last_zorder_version)
+            })
             .flatten(),
         ..RunContext::default()
     };
@@ -151,9 +175,13 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
     match op {
         Operation::Vacuum => {
             let window = spec.vacuum.full_every.saturating_sub(1) as usize;
-            let recent_full = same_op
-                .take(window)
-                .any(|j| j.result.as_ref().and_then(|r| r.get("mode")).and_then(|m| m.as_str()) == Some("full"));
+            let recent_full = same_op.take(window).any(|j| {
+                j.result
+                    .as_ref()
+                    .and_then(|r| r.get("mode"))
+                    .and_then(|m| m.as_str())
+                    == Some("full")
+            });
             ctx.vacuum_full = spec.vacuum.full_every <= 1 || !recent_full;
         }
         _ => {}
@@ -178,7 +206,7 @@ async fn supervise(
 
     let mut heartbeat = tokio::time::interval(lease / 4);
     heartbeat.tick().await; // the claim itself just set the lease
-    // The claim was sent just before now; treat it as the last confirmed renewal.
+                            // The claim was sent just before now; treat it as the last confirmed renewal.
     let mut last_confirmed_sent = Instant::now();
     let timeout = tokio::time::sleep(spec.timeout);
     tokio::pin!(timeout);
@@ -279,9 +307,15 @@ async fn record(
         AttemptEnd::Finished(Err(e)) => {
             let conflict = e.is_conflict();
             if conflict {
-                rt.metrics.commit_conflicts_total.with_label_values(&labels).inc();
+                rt.metrics
+                    .commit_conflicts_total
+                    .with_label_values(&labels)
+                    .inc();
             }
-            if matches!(&e, ExecError::Delta(tablekeeper_delta::DeltaError::DuplicateRewrite { .. })) {
+            if matches!(
+                &e,
+                ExecError::Delta(tablekeeper_delta::DeltaError::DuplicateRewrite { .. })
+            ) {
                 error!(error = %e, "DATA SAFETY: a concurrent rewrite duplicated rows; another engine or replica compacted the same files. Investigate before the next maintenance run");
             }
             let message = e.to_string();
@@ -294,17 +328,26 @@ async fn record(
             };
             match rt.store.fail(job_id, token, kind, &message, &retry).await {
                 Ok(outcome) => warn!(error = %message, outcome = ?outcome, "job attempt failed"),
-                Err(store_err) => error!(error = %message, store_error = %store_err, "job failed and the failure could not be recorded"),
+                Err(store_err) => {
+                    error!(error = %message, store_error = %store_err, "job failed and the failure could not be recorded")
+                }
             }
             note_failure(rt, spec, op, &message);
-            if conflict { "conflict" } else { "failed" }
+            if conflict {
+                "conflict"
+            } else {
+                "failed"
+            }
         }
         AttemptEnd::TimedOut(limit) => {
             let message = format!(
                 "timed out after {}: raise `maintenance.timeout` for this table or check why the operation is slow",
                 humantime::format_duration(limit)
             );
-            let _ = rt.store.fail(job_id, token, FailureKind::Failed, &message, &retry).await;
+            let _ = rt
+                .store
+                .fail(job_id, token, FailureKind::Failed, &message, &retry)
+                .await;
             warn!(error = %message, "job attempt failed");
             note_failure(rt, spec, op, &message);
             "failed"
@@ -315,9 +358,19 @@ async fn record(
             "lost_lease"
         }
         AttemptEnd::Shutdown => {
-            match rt.store.release(job_id, token, "replica shutting down: released before shutdown_grace ran out").await {
+            match rt
+                .store
+                .release(
+                    job_id,
+                    token,
+                    "replica shutting down: released before shutdown_grace ran out",
+                )
+                .await
+            {
                 Ok(_) => info!("job released for another replica (shutdown grace ran out)"),
-                Err(e) => warn!(error = %e, "could not release job on shutdown; the reaper will requeue it when the lease expires"),
+                Err(e) => {
+                    warn!(error = %e, "could not release job on shutdown; the reaper will requeue it when the lease expires")
+                }
             }
             "cancelled"
         }

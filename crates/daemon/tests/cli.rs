@@ -18,7 +18,9 @@ fn help_lists_every_contract_subcommand() {
     let out = tablekeeper(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["run", "validate", "plan", "maintain", "migrate", "schema", "demo"] {
+    for sub in [
+        "run", "validate", "plan", "maintain", "migrate", "schema", "demo",
+    ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(sub)),
             "`{sub}` missing from --help:\n{text}"

@@ -82,7 +82,10 @@ fn batch(spec: &SmallFiles) -> Result<RecordBatch, DeltaError> {
     let days: Vec<String> = (0..rows)
         .map(|i| format!("2026-01-{:02}", (i % parts) + 1))
         .collect();
-    let users: Vec<i64> = ids.iter().map(|id| (id * 7919) % 1000).collect();
+    let users: Vec<i64> = ids
+        .iter()
+        .map(|id| id.wrapping_mul(7919).rem_euclid(1000))
+        .collect();
     let amounts: Vec<f64> = ids.iter().map(|id| (id % 10_000) as f64 / 100.0).collect();
     let payload = "x".repeat(spec.payload_bytes);
     let payloads: Vec<String> = ids.iter().map(|id| format!("{id}:{payload}")).collect();

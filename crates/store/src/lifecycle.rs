@@ -123,9 +123,15 @@ mod tests {
             after_failure(FailureKind::Failed, 2, 3, &retry, &mut rng),
             Plan::Requeue { .. }
         ));
-        assert_eq!(after_failure(FailureKind::Failed, 3, 3, &retry, &mut rng), Plan::Fail);
+        assert_eq!(
+            after_failure(FailureKind::Failed, 3, 3, &retry, &mut rng),
+            Plan::Fail
+        );
         // a permanent failure never retries, however many attempts are left
-        assert_eq!(after_failure(FailureKind::Permanent, 1, 3, &retry, &mut rng), Plan::Fail);
+        assert_eq!(
+            after_failure(FailureKind::Permanent, 1, 3, &retry, &mut rng),
+            Plan::Fail
+        );
     }
 
     #[test]

@@ -29,9 +29,30 @@ struct DemoTable {
 }
 
 const TABLES: &[DemoTable] = &[
-    DemoTable { name: "demo.events", folder: "events", partitioned: true, partitions: 3, files_per_partition: 12, zorder: false },
-    DemoTable { name: "demo.orders", folder: "orders", partitioned: false, partitions: 1, files_per_partition: 20, zorder: false },
-    DemoTable { name: "demo.clicks", folder: "clicks", partitioned: true, partitions: 2, files_per_partition: 10, zorder: true },
+    DemoTable {
+        name: "demo.events",
+        folder: "events",
+        partitioned: true,
+        partitions: 3,
+        files_per_partition: 12,
+        zorder: false,
+    },
+    DemoTable {
+        name: "demo.orders",
+        folder: "orders",
+        partitioned: false,
+        partitions: 1,
+        files_per_partition: 20,
+        zorder: false,
+    },
+    DemoTable {
+        name: "demo.clicks",
+        folder: "clicks",
+        partitioned: true,
+        partitions: 2,
+        files_per_partition: 10,
+        zorder: true,
+    },
 ];
 
 pub async fn run(dir: &Path, listen: &str, duration: Option<Duration>) -> ExitCode {
@@ -61,9 +82,9 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
     let config = DaemonConfig {
         database_url: format!("sqlite://{}", dir.join("tablekeeper.db").display()),
         inventory: Some(inventory.clone()),
-        listen: listen
-            .parse()
-            .map_err(|_| anyhow::anyhow!("`--listen {listen}` is not an address like 127.0.0.1:8080"))?,
+        listen: listen.parse().map_err(|_| {
+            anyhow::anyhow!("`--listen {listen}` is not an address like 127.0.0.1:8080")
+        })?,
         workers: 2,
         replica_id: "demo".into(),
         admin_token_env: crate::config::DEFAULT_ADMIN_TOKEN_ENV.into(),
@@ -81,7 +102,9 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
     println!("  metrics:    {base}/metrics");
     println!("  api:        {base}/api/v1/tables");
     println!("  trigger:    curl -X POST -H 'Authorization: Bearer {token}' -d '{{\"operation\":\"compact\"}}' -H 'Content-Type: application/json' {base}/api/v1/tables/demo.orders/jobs");
-    println!("Compactions start within seconds; watch staleness fall on the dashboard. Ctrl-C stops.");
+    println!(
+        "Compactions start within seconds; watch staleness fall on the dashboard. Ctrl-C stops."
+    );
 
     let stop = CancellationToken::new();
     if let Some(d) = duration {

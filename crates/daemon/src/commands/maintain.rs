@@ -24,11 +24,16 @@ pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) 
             .min()
             .map(|(_, n)| format!(" (did you mean `{n}`?)"))
             .unwrap_or_default();
-        eprintln!("error: table `{table}` is not in the inventory {}{hint}", inventory.display());
+        eprintln!(
+            "error: table `{table}` is not in the inventory {}{hint}",
+            inventory.display()
+        );
         return ExitCode::FAILURE;
     };
     let Ok(op) = operation.parse::<Operation>() else {
-        eprintln!("error: unknown operation `{operation}`: use compact, zorder, vacuum or checkpoint");
+        eprintln!(
+            "error: unknown operation `{operation}`: use compact, zorder, vacuum or checkpoint"
+        );
         return ExitCode::FAILURE;
     };
     if !spec.operation_enabled(op) {
@@ -45,7 +50,10 @@ pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) 
     // Same inputs the daemon would use: the Z-order scope comes from the table's log.
     let zorder_since_version = if op == Operation::Zorder {
         let options = tablekeeper_delta::ProbeOptions::for_target(spec.compaction.target_file_size);
-        match tablekeeper_delta::Prober::new().probe(&spec.path, &options).await {
+        match tablekeeper_delta::Prober::new()
+            .probe(&spec.path, &options)
+            .await
+        {
             Ok(p) => p.last_zorder_version,
             Err(e) => {
                 eprintln!("error: table `{table}`: cannot read the table: {e}");
@@ -64,14 +72,17 @@ pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) 
     };
     match executor::run(spec, op, ctx, cancel).await {
         Ok(report) => {
-            match serde_json::to_string_pretty(&json!({ "table": table, "operation": op, "ok": true, "report": report })) {
+            match serde_json::to_string_pretty(
+                &json!({ "table": table, "operation": op, "ok": true, "report": report }),
+            ) {
                 Ok(text) => println!("{text}"),
                 Err(e) => eprintln!("error: cannot render the report: {e}"),
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let out = json!({ "table": table, "operation": op, "ok": false, "error": e.to_string() });
+            let out =
+                json!({ "table": table, "operation": op, "ok": false, "error": e.to_string() });
             println!("{out}");
             eprintln!("error: table `{table}`: {op} failed: {e}");
             ExitCode::FAILURE

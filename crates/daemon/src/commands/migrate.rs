@@ -6,13 +6,14 @@ use crate::config::DEFAULT_DATABASE_URL;
 
 pub async fn run(database_url: Option<String>) -> ExitCode {
     let url = database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
-    let store = match tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default()).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot connect to the job store: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let store =
+        match tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default()).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot connect to the job store: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     match store.migrate().await {
         Ok(()) => {
             println!("ok: job store migrated ({})", redact(&url));

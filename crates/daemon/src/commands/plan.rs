@@ -14,7 +14,11 @@ use crate::config::DaemonConfig;
 use crate::fleet::{Fleet, TableView};
 use crate::metrics::Metrics;
 
-pub async fn run(config: Option<PathBuf>, inventory: Option<PathBuf>, format: OutputFormat) -> ExitCode {
+pub async fn run(
+    config: Option<PathBuf>,
+    inventory: Option<PathBuf>,
+    format: OutputFormat,
+) -> ExitCode {
     let path = match (inventory, config) {
         (Some(p), _) => p,
         (None, config) => match DaemonConfig::load(config.as_deref()) {

@@ -52,7 +52,9 @@ pub async fn run(config_path: Option<&Path>) -> ExitCode {
 /// Runs a replica until SIGTERM/SIGINT or `stop` fires.
 pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Result<()> {
     let Some(inventory_path) = config.inventory.clone() else {
-        anyhow::bail!("no inventory configured: set `inventory` in the config file or TABLEKEEPER_INVENTORY");
+        anyhow::bail!(
+            "no inventory configured: set `inventory` in the config file or TABLEKEEPER_INVENTORY"
+        );
     };
     let inventory = match Inventory::load(&inventory_path) {
         Ok(inv) => inv,
@@ -61,22 +63,43 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
             anyhow::bail!("inventory {} is not usable", inventory_path.display());
         }
     };
-    let store = tablekeeper_store::connect(&config.database_url, tablekeeper_store::StoreOptions::default())
+    let store = tablekeeper_store::connect(
+        &config.database_url,
+        tablekeeper_store::StoreOptions::default(),
+    )
+    .await
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open the job store {}: {e}",
+            super::migrate::redact(&config.database_url)
+        )
+    })?;
+    store
+        .migrate()
         .await
-        .map_err(|e| anyhow::anyhow!("cannot open the job store {}: {e}", super::migrate::redact(&config.database_url)))?;
-    store.migrate().await.map_err(|e| anyhow::anyhow!("job store migration failed: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("job store migration failed: {e}"))?;
 
     let metrics = Metrics::new()?;
-    metrics.start_time_seconds.set(chrono::Utc::now().timestamp() as f64);
+    metrics
+        .start_time_seconds
+        .set(chrono::Utc::now().timestamp() as f64);
     let fleet = Arc::new(Fleet::new(inventory, metrics.clone()));
-    let rt = Arc::new(Runtime::new(config.clone(), store, Arc::clone(&fleet), metrics));
+    let rt = Arc::new(Runtime::new(
+        config.clone(),
+        store,
+        Arc::clone(&fleet),
+        metrics,
+    ));
     if rt.admin_token.is_none() {
         warn!(variable = %config.admin_token_env, "no admin token configured: mutating API routes answer 403");
     }
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e} (set `listen` to a free address)", config.listen))?;
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {}: {e} (set `listen` to a free address)",
+            config.listen
+        )
+    })?;
     let http_stop = CancellationToken::new();
     let http_task = {
         let app = http::router(Arc::clone(&rt));
@@ -102,7 +125,10 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
 
     let background_stop = CancellationToken::new();
     let reaper = tokio::spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
-    let refresher = tokio::spawn(background::refresher(Arc::clone(&rt), background_stop.clone()));
+    let refresher = tokio::spawn(background::refresher(
+        Arc::clone(&rt),
+        background_stop.clone(),
+    ));
 
     let stop_claiming = CancellationToken::new();
     let hard_stop = CancellationToken::new();
@@ -146,11 +172,16 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     scheduler.shutdown().await;
     let workers_abort = workers.abort_handle();
     tokio::pin!(workers);
-    let drained = tokio::time::timeout(config.shutdown_grace, &mut workers).await.is_ok();
+    let drained = tokio::time::timeout(config.shutdown_grace, &mut workers)
+        .await
+        .is_ok();
     if !drained {
         warn!("shutdown grace ran out: releasing running jobs to other replicas");
         hard_stop.cancel();
-        if tokio::time::timeout(RELEASE_WAIT, &mut workers).await.is_err() {
+        if tokio::time::timeout(RELEASE_WAIT, &mut workers)
+            .await
+            .is_err()
+        {
             workers_abort.abort();
         }
     }
@@ -173,7 +204,15 @@ async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &PathBuf, source:
         Ok(inventory) => {
             let (added, removed) = rt.fleet.replace_inventory(inventory);
             let (sched_added, sched_removed) = scheduler.sync(&rt.fleet.inventory()).await;
-            info!(source, tables = rt.fleet.inventory().tables.len(), tables_added = added.len(), tables_removed = removed.len(), schedules_added = sched_added, schedules_removed = sched_removed, "inventory reloaded");
+            info!(
+                source,
+                tables = rt.fleet.inventory().tables.len(),
+                tables_added = added.len(),
+                tables_removed = removed.len(),
+                schedules_added = sched_added,
+                schedules_removed = sched_removed,
+                "inventory reloaded"
+            );
             for name in added {
                 if let Some(spec) = rt.fleet.spec(&name) {
                     let _ = rt.fleet.probe(&spec).await;
@@ -187,9 +226,15 @@ async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &PathBuf, source:
                     for p in problems {
                         warn!(problem = %p, "inventory problem");
                     }
-                    warn!(source, problems = problems.len(), "inventory reload rejected: keeping the last good inventory");
+                    warn!(
+                        source,
+                        problems = problems.len(),
+                        "inventory reload rejected: keeping the last good inventory"
+                    );
                 }
-                other => warn!(source, error = %other, "inventory reload failed: keeping the last good inventory"),
+                other => {
+                    warn!(source, error = %other, "inventory reload failed: keeping the last good inventory")
+                }
             }
         }
     }
@@ -197,9 +242,16 @@ async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &PathBuf, source:
 
 /// Watches the inventory (its directory, so atomic renames and Kubernetes ConfigMap
 /// symlink swaps are seen) and sends a reload request on every change.
-fn watch_inventory(path: &Path, tx: mpsc::Sender<&'static str>) -> Option<notify::RecommendedWatcher> {
+fn watch_inventory(
+    path: &Path,
+    tx: mpsc::Sender<&'static str>,
+) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
-    let dir = if path.is_dir() { path.to_path_buf() } else { path.parent()?.to_path_buf() };
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()?.to_path_buf()
+    };
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event {
             // Only inventory files (and Kubernetes' `..data` symlink swap) matter; the

@@ -136,7 +136,9 @@ pub async fn trigger_job(
     }
     let probe = rt.fleet.with_state(&name, |s| s.probe.clone()).flatten();
     if let Some(reason) = planner::safety_gate(&spec, op, probe.as_ref()) {
-        return Err(ApiError::Conflict(format!("refused for table `{name}`: {reason}")));
+        return Err(ApiError::Conflict(format!(
+            "refused for table `{name}`: {reason}"
+        )));
     }
     let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual).await?;
     tracing::info!(table = %name, operation = %op, job_id, created, "manual trigger accepted");
@@ -145,7 +147,10 @@ pub async fn trigger_job(
         .get_job(job_id)
         .await?
         .ok_or_else(|| ApiError::Internal(format!("job {job_id} vanished after enqueue")))?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "created": created, "job": job }))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "created": created, "job": job })),
+    ))
 }
 
 pub async fn pause(
@@ -164,13 +169,19 @@ pub async fn resume(
     set_paused(&rt, &name, &headers, false).await
 }
 
-async fn set_paused(rt: &Runtime, name: &str, headers: &HeaderMap, paused: bool) -> Result<Json<TableView>, ApiError> {
+async fn set_paused(
+    rt: &Runtime,
+    name: &str,
+    headers: &HeaderMap,
+    paused: bool,
+) -> Result<Json<TableView>, ApiError> {
     guard_mutation(rt, headers)?;
     if rt.fleet.spec(name).is_none() {
         return Err(unknown_table(name));
     }
     rt.store.set_paused(name, paused).await?;
-    rt.fleet.update_state(name, |s| s.paused_by_api = Some(paused));
+    rt.fleet
+        .update_state(name, |s| s.paused_by_api = Some(paused));
     tracing::info!(table = %name, paused, "pause state changed through the API");
     rt.fleet
         .view(name, Utc::now())

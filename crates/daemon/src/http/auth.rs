@@ -30,20 +30,35 @@ mod tests {
 
     fn headers(v: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(axum::http::header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h.insert(
+            axum::http::header::AUTHORIZATION,
+            HeaderValue::from_str(v).unwrap(),
+        );
         h
     }
 
     #[test]
     fn no_configured_token_refuses_everything() {
-        assert!(matches!(require_admin(None, &headers("Bearer x")), Err(ApiError::MutationsDisabled)));
+        assert!(matches!(
+            require_admin(None, &headers("Bearer x")),
+            Err(ApiError::MutationsDisabled)
+        ));
     }
 
     #[test]
     fn wrong_or_missing_token_is_unauthorized() {
-        assert!(matches!(require_admin(Some("s3cret"), &HeaderMap::new()), Err(ApiError::Unauthorized)));
-        assert!(matches!(require_admin(Some("s3cret"), &headers("Bearer nope")), Err(ApiError::Unauthorized)));
-        assert!(matches!(require_admin(Some("s3cret"), &headers("Basic s3cret")), Err(ApiError::Unauthorized)));
+        assert!(matches!(
+            require_admin(Some("s3cret"), &HeaderMap::new()),
+            Err(ApiError::Unauthorized)
+        ));
+        assert!(matches!(
+            require_admin(Some("s3cret"), &headers("Bearer nope")),
+            Err(ApiError::Unauthorized)
+        ));
+        assert!(matches!(
+            require_admin(Some("s3cret"), &headers("Basic s3cret")),
+            Err(ApiError::Unauthorized)
+        ));
         assert!(require_admin(Some("s3cret"), &headers("Bearer s3cret")).is_ok());
     }
 }

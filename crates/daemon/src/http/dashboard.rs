@@ -22,7 +22,10 @@ pub async fn page(State(rt): State<Arc<Runtime>>) -> Html<String> {
     let mut running = Vec::new();
     let mut queued = Vec::new();
     let mut store_error = None;
-    for (state, out) in [(JobState::Running, &mut running), (JobState::Queued, &mut queued)] {
+    for (state, out) in [
+        (JobState::Running, &mut running),
+        (JobState::Queued, &mut queued),
+    ] {
         match rt
             .store
             .list_jobs(&JobFilter {
@@ -146,10 +149,21 @@ fn table_row(h: &mut String, v: &TableView) {
     let drift = v
         .drift
         .iter()
-        .map(|d| format!("<span title=\"{}\">{}</span>", esc(&d.detail), d.kind.as_str()))
+        .map(|d| {
+            format!(
+                "<span title=\"{}\">{}</span>",
+                esc(&d.detail),
+                d.kind.as_str()
+            )
+        })
         .collect::<Vec<_>>()
         .join(" ");
-    let _ = write!(h, "<td class=\"{}\">{}</td>", if drift.is_empty() { "" } else { "warn" }, drift);
+    let _ = write!(
+        h,
+        "<td class=\"{}\">{}</td>",
+        if drift.is_empty() { "" } else { "warn" },
+        drift
+    );
     let failure = v
         .operations
         .iter()
@@ -203,7 +217,10 @@ mod tests {
 
     #[test]
     fn escapes_markup() {
-        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 
     #[test]

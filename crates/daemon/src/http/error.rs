@@ -61,7 +61,11 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(error = %detail, "http request failed");
         }
-        let mut response = (status, Json(json!({ "error": self.to_string(), "status": status.as_u16() }))).into_response();
+        let mut response = (
+            status,
+            Json(json!({ "error": self.to_string(), "status": status.as_u16() })),
+        )
+            .into_response();
         if matches!(self, ApiError::Unauthorized) {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -43,7 +43,10 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/v1/jobs", get(api::list_jobs))
         .fallback(not_found)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, REQUEST_TIMEOUT))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(rt)
 }
@@ -52,7 +55,10 @@ async fn metrics(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
     match rt.metrics.render() {
         Ok(body) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
             body,
         )
             .into_response(),
@@ -77,7 +83,11 @@ async fn readyz(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
     let tables = rt.fleet.inventory().tables.len();
     let inventory_loaded = !rt.fleet.inventory().sources.is_empty();
     let ready = store.is_ok() && inventory_loaded && rt.accepting_mutations();
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (
         status,
         Json(json!({

@@ -476,7 +476,13 @@ impl JobStore for PgJobStore {
                     let plan = {
                         // ThreadRng is not Send: keep it out of the awaits below.
                         let mut rng = rand::rng();
-                        lifecycle::after_failure(kind, job.attempt, job.max_attempts, &retry, &mut rng)
+                        lifecycle::after_failure(
+                            kind,
+                            job.attempt,
+                            job.max_attempts,
+                            &retry,
+                            &mut rng,
+                        )
                     };
                     Self::apply(tx, &job, plan, Some(&error), &error)
                         .await

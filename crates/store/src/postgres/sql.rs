@@ -219,7 +219,8 @@ pub(super) const LATEST_JOBS_FOR_TABLE: &str = concat!(
 pub(super) const SET_PAUSED: &str = "INSERT INTO table_pauses (table_name, paused) VALUES ($1, $2) \
      ON CONFLICT (table_name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()";
 
-pub(super) const PAUSED_OVERRIDES: &str = "SELECT table_name, paused FROM table_pauses ORDER BY table_name";
+pub(super) const PAUSED_OVERRIDES: &str =
+    "SELECT table_name, paused FROM table_pauses ORDER BY table_name";
 
 pub(super) const RUNNING_JOBS: &str = concat!(
     "SELECT ",
