@@ -240,6 +240,11 @@ impl Fleet {
         }
     }
 
+    /// Last success of `op` on a table, from the log and the job table combined.
+    pub fn last_success(&self, name: &str, op: Operation) -> Option<DateTime<Utc>> {
+        self.with_state(name, |s| last_success(s, op)).flatten()
+    }
+
     pub fn with_state<T>(&self, name: &str, f: impl FnOnce(&TableState) -> T) -> Option<T> {
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         tables.get(name).map(f)
@@ -505,17 +510,21 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
             let schedule = spec.schedule(op);
             let stale_secs = staleness(state, op, now).map(|d| d.num_seconds());
             let period = schedule_period(spec, op, now);
+            let decision = if state.probe.is_none() && state.probe_error.is_none() {
+                Decision::Skip("not probed yet".into())
+            } else {
+                planner::decide(spec, op, probe_result, last_success(state, op), now)
+            };
+            // Stale on the dashboard means work is due and has not been done for several
+            // schedule periods; a table with nothing to do is not stale however long ago
+            // its last run was (the staleness metric still grows; alert rules decide).
             let stale = spec.operation_enabled(op)
                 && !spec.paused
+                && decision.should_run()
                 && match (stale_secs, period) {
                     (Some(s), Some(p)) => s > p.as_secs() as i64 * STALE_AFTER_PERIODS,
                     _ => false,
                 };
-            let decision = if state.probe.is_none() && state.probe_error.is_none() {
-                Decision::Skip("not probed yet".into())
-            } else {
-                planner::decide(spec, op, probe_result, now)
-            };
             let failure = state.last_failure.get(&op);
             OperationView {
                 operation: op,

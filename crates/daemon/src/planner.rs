@@ -74,10 +74,15 @@ pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
 }
 
 /// Decides whether `op` should run on the table now.
+///
+/// `last_success` is the last success known to the caller (job table and log combined);
+/// the log alone misses runs that committed nothing, such as a VACUUM that found no file
+/// to delete.
 pub fn decide(
     spec: &TableSpec,
     op: Operation,
     probe: Result<&Probe, &str>,
+    last_success: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Decision {
     if spec.paused {
@@ -99,11 +104,17 @@ pub fn decide(
     if let Some(reason) = safety_gate(spec, op, Some(probe)) {
         return Decision::Refuse(reason);
     }
-    need(spec, op, probe, now)
+    need(spec, op, probe, last_success, now)
 }
 
 /// The need check alone (gates already passed).
-fn need(spec: &TableSpec, op: Operation, probe: &Probe, now: DateTime<Utc>) -> Decision {
+fn need(
+    spec: &TableSpec,
+    op: Operation,
+    probe: &Probe,
+    last_success: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Decision {
     match op {
         Operation::Compact => {
             let min = u64::from(spec.compaction.min_small_files);
@@ -144,7 +155,7 @@ fn need(spec: &TableSpec, op: Operation, probe: &Probe, now: DateTime<Utc>) -> D
                 z.to_rfc3339()
             )),
         },
-        Operation::Vacuum => match (probe.last_vacuum_at, probe.last_commit_at) {
+        Operation::Vacuum => match (probe.last_vacuum_at.max(last_success), probe.last_commit_at) {
             (None, _) => Decision::Run("table was never vacuumed".into()),
             (Some(v), Some(c)) if c > v => Decision::Run(format!(
                 "commits since the last VACUUM at {} may have left files past retention",

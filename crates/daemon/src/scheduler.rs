@@ -156,10 +156,12 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
         return; // removed by a reload since the tick was scheduled
     };
     let probe = rt.fleet.probe(&spec).await;
+    let last_success = rt.fleet.last_success(table, op);
     let decision = planner::decide(
         &spec,
         op,
         probe.as_ref().map_err(String::as_str),
+        last_success,
         Utc::now(),
     );
     match &decision {
