@@ -8,6 +8,7 @@
 # Environment:
 #   TABLEKEEPER_TEST_DATABASE_URL  Postgres server (default postgres://postgres@127.0.0.1:5432/postgres);
 #                                  the script creates and drops tk_bench_pgbench and tk_test_* databases
+#   BENCH_SKIP_BUILD=1             use the tk-bench already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
 # Writes bench-results/*.json and prints a markdown table.
@@ -45,7 +46,9 @@ mkdir -p "$RESULTS"
 now() { date +%s.%N; }
 
 echo "== building tk-bench ($PROFILE)" >&2
-if [[ "$PROFILE" == "release" ]]; then
+if [[ "${BENCH_SKIP_BUILD:-0}" == "1" ]]; then
+  echo "BENCH_SKIP_BUILD=1: using the tk-bench already built" >&2
+elif [[ "$PROFILE" == "release" ]]; then
   cargo build -p tablekeeper-tests --bin tk-bench --release >&2
 else
   cargo build -p tablekeeper-tests --bin tk-bench >&2
@@ -117,7 +120,8 @@ started=$(now)
 cp -r "$SOURCE" "$FLOOR"
 sync
 finished=$(now)
-printf '{"engine": "cp -r + sync", "seconds": %s}\n' "$(echo "$finished - $started" | bc -l)" \
+# %f: bc prints ".5" without the leading zero JSON needs
+printf '{"engine": "cp -r + sync", "seconds": %f}\n' "$(echo "$finished - $started" | bc -l)" \
   >"$RESULTS/compact-cp.json"
 rm -rf "$FLOOR"
 
