@@ -389,6 +389,13 @@ async fn two_replicas_maintain_a_fleet_safely() {
 
 /// Fails if two attempts on one concurrency key overlap in time. An attempt still open
 /// (no finished_at) counts as lasting until now.
+/// (started, finished, job id) of one attempt.
+type Interval = (
+    chrono::DateTime<chrono::Utc>,
+    chrono::DateTime<chrono::Utc>,
+    i64,
+);
+
 async fn assert_no_overlap(pool: &sqlx::PgPool) {
     let rows = sqlx::query(
         "SELECT j.concurrency_key, a.job_id, a.attempt, a.started_at, coalesce(a.finished_at, now()) AS finished_at
@@ -397,14 +404,7 @@ async fn assert_no_overlap(pool: &sqlx::PgPool) {
     .fetch_all(pool)
     .await
     .unwrap();
-    let mut by_key: BTreeMap<
-        String,
-        Vec<(
-            chrono::DateTime<chrono::Utc>,
-            chrono::DateTime<chrono::Utc>,
-            i64,
-        )>,
-    > = BTreeMap::new();
+    let mut by_key: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
     for r in rows {
         by_key.entry(r.get("concurrency_key")).or_default().push((
             r.get("started_at"),

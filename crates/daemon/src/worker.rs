@@ -20,7 +20,9 @@ use tracing::{error, info, warn, Instrument};
 use crate::executor::{self, ExecError, RunContext};
 use crate::runtime::Runtime;
 
-/// How one attempt ended, as this worker saw it.
+/// How one attempt ended, as this worker saw it. One short-lived value per attempt, so
+/// the large report variant costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 enum AttemptEnd {
     Finished(Result<tablekeeper_delta::OpReport, ExecError>),
     LeaseLost,
@@ -172,20 +174,17 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
         .await
         .unwrap_or_default();
     let same_op = recent.iter().filter(|j| j.operation == op.as_str());
-    match op {
-        Operation::Vacuum => {
-            let window = spec.vacuum.full_every.saturating_sub(1) as usize;
-            let recent_full = same_op.take(window).any(|j| {
-                j.result
-                    .as_ref()
-                    .and_then(|r| r.get("mode"))
-                    .and_then(|m| m.as_str())
-                    == Some("full")
-            });
-            ctx.vacuum_full = spec.vacuum.full_every <= 1 || !recent_full;
-        }
-        _ => {}
-    }
+    // Full when none of the last `full_every - 1` VACUUMs was: every Nth run lists the
+    // directory.
+    let window = spec.vacuum.full_every.saturating_sub(1) as usize;
+    let recent_full = same_op.take(window).any(|j| {
+        j.result
+            .as_ref()
+            .and_then(|r| r.get("mode"))
+            .and_then(|m| m.as_str())
+            == Some("full")
+    });
+    ctx.vacuum_full = spec.vacuum.full_every <= 1 || !recent_full;
     ctx
 }
 

@@ -6,7 +6,7 @@
 //! claiming, the scheduler stops, running jobs get `shutdown_grace` to finish, the rest
 //! are released for other replicas, then HTTP and the background loops stop; exit 0.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,12 +155,7 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
             _ = sighup.recv() => reload(&rt, &mut scheduler, &inventory_path, "SIGHUP").await,
             Some(source) = reload_rx.recv() => {
                 // Debounce: swallow events arriving within the quiet period.
-                loop {
-                    match tokio::time::timeout(RELOAD_DEBOUNCE, reload_rx.recv()).await {
-                        Ok(Some(_)) => continue,
-                        _ => break,
-                    }
-                }
+                while let Ok(Some(_)) = tokio::time::timeout(RELOAD_DEBOUNCE, reload_rx.recv()).await {}
                 reload(&rt, &mut scheduler, &inventory_path, source).await;
             }
         }
@@ -199,7 +194,7 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
 }
 
 /// Reloads the inventory; an invalid one keeps the last good inventory running.
-async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &PathBuf, source: &str) {
+async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &Path, source: &str) {
     match Inventory::load(path) {
         Ok(inventory) => {
             let (added, removed) = rt.fleet.replace_inventory(inventory);

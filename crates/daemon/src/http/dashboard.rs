@@ -117,7 +117,7 @@ fn table_row(h: &mut String, v: &TableView) {
         }
         let text = o
             .staleness_seconds
-            .map(|s| human_secs(s))
+            .map(human_secs)
             .unwrap_or_else(|| "unknown".into());
         let cls = if o.consecutive_failures > 0 {
             "bad"
