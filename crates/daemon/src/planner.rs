@@ -197,3 +197,118 @@ pub fn last_success_from_log(probe: &Probe, op: Operation) -> Option<DateTime<Ut
         Operation::Checkpoint => probe.last_checkpoint_at,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use tablekeeper_inventory::Inventory;
+
+    fn spec(extra: &str) -> TableSpec {
+        let yaml = format!(
+            "tables:\n  - name: t\n    path: /data/t\n    owner: o\n    layout:\n      partition_by: [day]\n      zorder: [user_id]\n{extra}"
+        );
+        let inv = Inventory::parse(Path::new("inv.yaml"), &yaml).unwrap();
+        inv.tables[0].clone()
+    }
+
+    fn probe(patch: serde_json::Value) -> Probe {
+        let mut base = serde_json::json!({
+            "table": "/data/t", "version": 10, "probed_at": "2026-11-29T12:00:00Z",
+            "created_at": "2026-11-01T00:00:00Z", "history_from_version": 0,
+            "last_commit_at": "2026-11-29T11:00:00Z", "files": 30, "size_bytes": 3000,
+            "small_files": 30, "small_file_threshold_bytes": 100,
+            "small_files_by_partition": {"day=1": 12, "day=2": 3},
+            "commits_since_checkpoint": 5, "last_checkpoint_version": 5,
+            "last_checkpoint_at": null, "commits_per_hour": 2, "last_optimize_at": null,
+            "last_zorder_at": null, "last_zorder_version": null, "last_vacuum_at": null,
+            "properties": {}, "min_reader_version": 1, "min_writer_version": 2,
+            "reader_features": [], "writer_features": [], "partition_columns": ["day"],
+            "deletion_vectors_enabled": false
+        });
+        if let (Some(b), Some(p)) = (base.as_object_mut(), patch.as_object()) {
+            for (k, v) in p {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-29T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn compaction_runs_only_when_a_partition_has_enough_small_files() {
+        let s = spec("");
+        let p = probe(serde_json::json!({}));
+        assert!(decide(&s, Operation::Compact, Ok(&p), None, now()).should_run());
+        let p = probe(serde_json::json!({"small_files_by_partition": {"day=1": 9, "day=2": 9}}));
+        let d = decide(&s, Operation::Compact, Ok(&p), None, now());
+        assert!(!d.should_run(), "{d:?}");
+        assert!(d.reason().contains("most in one partition: 9"), "{d:?}");
+    }
+
+    #[test]
+    fn checkpoint_follows_the_commit_threshold() {
+        let s = spec("    maintenance:\n      checkpoint: { max_commits_since_checkpoint: 5 }\n");
+        assert!(decide(
+            &s,
+            Operation::Checkpoint,
+            Ok(&probe(serde_json::json!({}))),
+            None,
+            now()
+        )
+        .should_run());
+        let p = probe(serde_json::json!({"commits_since_checkpoint": 4}));
+        assert!(!decide(&s, Operation::Checkpoint, Ok(&p), None, now()).should_run());
+    }
+
+    #[test]
+    fn vacuum_counts_job_table_successes_the_log_cannot_show() {
+        let s = spec("");
+        let p = probe(serde_json::json!({}));
+        assert!(decide(&s, Operation::Vacuum, Ok(&p), None, now()).should_run());
+        let after_last_commit: DateTime<Utc> = "2026-11-29T11:30:00Z".parse().unwrap();
+        let d = decide(
+            &s,
+            Operation::Vacuum,
+            Ok(&p),
+            Some(after_last_commit),
+            now(),
+        );
+        assert!(!d.should_run(), "{d:?}");
+    }
+
+    #[test]
+    fn paused_unreadable_and_unsafe_tables_never_run() {
+        let p = probe(serde_json::json!({}));
+        let paused = spec("    maintenance:\n      paused: true\n");
+        assert!(!decide(&paused, Operation::Compact, Ok(&p), None, now()).should_run());
+        let s = spec("");
+        let d = decide(
+            &s,
+            Operation::Compact,
+            Err("missing file part-1.parquet"),
+            None,
+            now(),
+        );
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        let dv = probe(serde_json::json!({
+            "deletion_vectors_enabled": true, "min_reader_version": 3, "min_writer_version": 7,
+            "reader_features": ["deletionVectors"], "writer_features": ["deletionVectors"],
+            "properties": {"delta.enableDeletionVectors": "true"}
+        }));
+        let d = decide(&s, Operation::Compact, Ok(&dv), None, now());
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+    }
+
+    #[test]
+    fn dynamodb_writers_refuse_every_operation() {
+        let yaml = "tables:\n  - name: t\n    path: s3://lake/t\n    owner: o\n    writers:\n      topology: multi-writer\n      log_store: dynamodb\n";
+        let inv = Inventory::parse(Path::new("inv.yaml"), yaml).unwrap();
+        for op in Operation::ALL {
+            assert!(safety_gate(&inv.tables[0], op, None).is_some(), "{op}");
+        }
+    }
+}

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use deltalake::DeltaTable;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{commits_since, last_checkpoint};
 use crate::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
@@ -49,7 +49,8 @@ impl ProbeOptions {
 }
 
 /// A table's state as read from its log.
-#[derive(Debug, Clone, Serialize)]
+/// `Deserialize` lets callers keep probes (and tests build them) as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Probe {
     /// The table uri.
     pub table: String,
