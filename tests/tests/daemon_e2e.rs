@@ -117,6 +117,9 @@ async fn two_replicas_maintain_a_fleet_safely() {
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("tables");
+    // Unix time before any table exists: staleness counts from creation until a success,
+    // so a success timestamp after this shows staleness restarted from the compaction.
+    let t0 = chrono::Utc::now().timestamp() as f64;
     let mut before = BTreeMap::new();
     for t in TABLES {
         before.insert(t.name, write_table(&root, t).await);
@@ -132,14 +135,6 @@ async fn two_replicas_maintain_a_fleet_safely() {
     let mut r2 = Daemon::start("r2", dir.path(), &env(&db.url, &inv_dir, None)).unwrap();
     r1.wait_ready(Duration::from_secs(60)).await.unwrap();
     r2.wait_ready(Duration::from_secs(60)).await.unwrap();
-
-    // Staleness before any maintenance: since table creation, so > 0.
-    let m = r1.metrics().await.unwrap();
-    let stale_before = metric_value(
-        &m,
-        "tablekeeper_staleness_seconds",
-        "operation=\"compact\",table=\"e2e.alpha\"",
-    );
 
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     let client = reqwest::Client::new();
@@ -260,12 +255,22 @@ async fn two_replicas_maintain_a_fleet_safely() {
         "operation=\"compact\",table=\"e2e.alpha\"",
     )
     .unwrap();
-    if let Some(b) = stale_before {
-        assert!(
-            stale_after < b + 1.0,
-            "staleness did not fall: {b} -> {stale_after}"
-        );
-    }
+    let last_success = metric_value(
+        &m,
+        "tablekeeper_last_success_timestamp_seconds",
+        "operation=\"compact\",table=\"e2e.alpha\"",
+    )
+    .unwrap();
+    assert!(
+        last_success >= t0,
+        "last success {last_success} precedes the table ({t0})"
+    );
+    let now = chrono::Utc::now().timestamp() as f64;
+    // Staleness now counts from that success (1 s rounding, 5 s gauge refresh).
+    assert!(
+        stale_after <= now - last_success + 7.0,
+        "staleness {stale_after} is not measured from the last success {last_success} (now {now})"
+    );
     assert!(
         stale_after < 60.0,
         "staleness after compaction is {stale_after}"
