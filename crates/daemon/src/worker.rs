@@ -378,10 +378,12 @@ async fn record(
         .jobs_total
         .with_label_values(&[spec.name.as_str(), op.as_str(), outcome])
         .inc();
-    rt.fleet.refresh_table_metrics(spec, Utc::now());
-    // Re-probe so table gauges reflect the maintenance just done.
-    if outcome == "succeeded" {
-        let _ = rt.fleet.probe(spec).await;
+    // After a success, re-probe so table gauges reflect the maintenance just done (a
+    // successful probe refreshes every gauge of the table); otherwise refresh the
+    // failure and staleness gauges from what is known.
+    let probed = outcome == "succeeded" && rt.fleet.probe(spec).await.is_ok();
+    if !probed {
+        rt.fleet.refresh_table_metrics(spec, Utc::now());
     }
 }
 
