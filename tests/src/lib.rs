@@ -6,6 +6,12 @@
 //! own. These helpers never build anything themselves (a nested cargo would wait forever
 //! on the lock the outer `cargo test` holds).
 
+pub mod cluster;
+pub mod jobs;
+pub mod proxy;
+pub mod setup;
+pub mod writer;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

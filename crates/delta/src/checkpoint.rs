@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::DeltaError;
 use crate::maintainable::{check_maintainable, TableProtocol};
 use crate::open::{open_table, open_table_at};
+use crate::presence::ensure_present;
 use crate::report::{MaintenanceOp, OpReport};
 use crate::retention::{
     effective_log_retention, EXPIRED_LOG_CLEANUP_PROPERTY, LOG_RETENTION_PROPERTY,
@@ -96,6 +97,10 @@ pub async fn checkpoint(
     let mut report = OpReport::new(OP, uri, i64::try_from(version).unwrap_or(i64::MAX), false);
     let protocol = TableProtocol::of(uri, &table)?;
     check_maintainable(&protocol, OP)?;
+    // a damaged table gets no checkpoint: it would carry the dangling references forward
+    let files = active_files(&table, uri).await?;
+    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
+    drop(files);
     let store = table.object_store();
 
     let previous = last_checkpoint(store.as_ref(), uri).await?;

@@ -17,6 +17,7 @@ use crate::error::DeltaError;
 use crate::log::{ordered_partition_values, partition_key};
 use crate::maintainable::{check_maintainable, TableProtocol};
 use crate::open::open_table;
+use crate::presence::ensure_present;
 use crate::report::{MaintenanceOp, OpReport};
 use crate::rewrite::{
     filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
@@ -169,6 +170,7 @@ async fn attempt(
     check_maintainable(&protocol, OP)?;
 
     let files = active_files(&table, uri).await?;
+    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
     let qualifying = qualifying_partitions(
         &files,

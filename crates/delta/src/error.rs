@@ -152,6 +152,21 @@ pub enum DeltaError {
     )]
     VacuumPlanChanged { table: String, files: Vec<String> },
 
+    /// The log references data files that storage no longer holds: the table is damaged.
+    #[error(
+        "table `{table}` is damaged: {} of its {active} active data file(s) are missing from \
+         storage (first: {}); readers fail on them and tablekeeper will not maintain the table \
+         until it reads again: restore the files, or RESTORE the table to a version that does \
+         not reference them",
+        files.len(),
+        files.first().map(String::as_str).unwrap_or("-")
+    )]
+    MissingDataFiles {
+        table: String,
+        active: usize,
+        files: Vec<String>,
+    },
+
     /// The transaction log is missing pieces this crate needs to decide safely.
     #[error("transaction log of `{table}` is incomplete: {reason}; check `_delta_log` for deleted files")]
     IncompleteLog { table: String, reason: String },
@@ -198,6 +213,7 @@ impl DeltaError {
             | DeltaError::DuplicateRewrite { .. }
             | DeltaError::CheckpointCanary { .. }
             | DeltaError::VacuumPlanChanged { .. }
+            | DeltaError::MissingDataFiles { .. }
             | DeltaError::IncompleteLog { .. } => ErrorClass::Permanent,
         }
     }
@@ -217,6 +233,7 @@ impl DeltaError {
             | DeltaError::Cancelled { table, .. }
             | DeltaError::CheckpointCanary { table, .. }
             | DeltaError::VacuumPlanChanged { table, .. }
+            | DeltaError::MissingDataFiles { table, .. }
             | DeltaError::IncompleteLog { table, .. }
             | DeltaError::Delta { table, .. } => table,
         }

@@ -29,6 +29,7 @@ mod guard;
 mod log;
 mod maintainable;
 mod open;
+mod presence;
 mod probe;
 mod report;
 mod retention;

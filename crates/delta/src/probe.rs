@@ -276,6 +276,7 @@ async fn probe_tracked(
                 .or_insert(0u64) += 1;
         }
     }
+    crate::presence::ensure_present(table, uri, &files).await?;
     drop(files);
 
     let log_store = table.log_store();

@@ -36,6 +36,7 @@ use crate::error::DeltaError;
 use crate::log::{decode_path, list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::maintainable::{check_maintainable, TableProtocol};
 use crate::open::{open_table, open_table_at};
+use crate::presence::ensure_present;
 use crate::report::{MaintenanceOp, OpReport};
 use crate::retention::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
 use crate::run::{cancellable, run_commits, run_marker};
@@ -97,6 +98,8 @@ pub async fn vacuum(
     );
     let protocol = TableProtocol::of(uri, &table)?;
     check_maintainable(&protocol, OP)?;
+    let files = active_files(&table, uri).await?;
+    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let (retention, drift) = effective_retention(
         uri,
         options.inventory_retention,
@@ -159,7 +162,8 @@ pub async fn vacuum(
     let existing_paths: Vec<String> = existing.keys().cloned().collect();
     report.set_would_delete(&existing_paths, existing.values().sum());
 
-    let active = paths(&active_files(&table, uri).await?);
+    let active = paths(&files);
+    drop(files);
     let protected = cancellable(
         cancel,
         uri,

@@ -21,6 +21,7 @@ use crate::error::DeltaError;
 use crate::log::{ordered_partition_values, partition_key, read_commits};
 use crate::maintainable::{check_maintainable, TableProtocol};
 use crate::open::open_table;
+use crate::presence::ensure_present;
 use crate::report::{MaintenanceOp, OpReport};
 use crate::rewrite::{
     filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
@@ -198,6 +199,7 @@ async fn attempt(
     validate_columns(uri, &table, &protocol, &options.columns)?;
 
     let files = active_files(&table, uri).await?;
+    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let all_scopes: BTreeSet<PartitionScope> = files
         .iter()
         .map(|f| PartitionScope {

@@ -194,6 +194,7 @@ pub fn parse_table_path(text: &str) -> Result<TablePath, String> {
             ));
         }
         if scheme == "file" {
+            refuse_percent(text)?;
             if !rest.starts_with('/') {
                 return Err(format!(
                     "`{text}` is not an absolute file URL: write three slashes, `file:///absolute/path`"
@@ -222,6 +223,7 @@ pub fn parse_table_path(text: &str) -> Result<TablePath, String> {
     if !text.starts_with('/') {
         return Err(format!("`{text}` is a relative path: {PATH_FORMS}"));
     }
+    refuse_percent(text)?;
     Ok(TablePath {
         normalized: trim_trailing_slashes(text).to_string(),
         identity: normalize_local(text),
@@ -240,6 +242,18 @@ fn trim_trailing_slashes(path: &str) -> &str {
 
 /// Collapses `//` and `/./`; `..` is kept as written (resolving it would need the
 /// filesystem, and symlinks make a textual resolution wrong).
+/// deltalake 1.1 percent-decodes local table locations (`/data/a%41` opens `/data/aA`), so
+/// a local path holding `%` would name another directory than the one written.
+fn refuse_percent(text: &str) -> Result<(), String> {
+    if text.contains('%') {
+        return Err(format!(
+            "`{text}` contains `%`: deltalake decodes percent escapes in local table paths, so \
+             this would open a different directory; rename the directory without `%`"
+        ));
+    }
+    Ok(())
+}
+
 fn normalize_local(path: &str) -> String {
     let parts: Vec<&str> = path
         .split('/')
@@ -394,5 +408,11 @@ mod tests {
             .unwrap_err()
             .contains("three slashes"));
         assert!(parse_table_path("").unwrap_err().contains("empty"));
+        assert!(parse_table_path("/data/a%41").unwrap_err().contains("`%`"));
+        assert!(parse_table_path("file:///data/a%20b")
+            .unwrap_err()
+            .contains("`%`"));
+        assert!(parse_table_path("s3://lake/a%20b").is_ok());
+        assert!(parse_table_path("/data/odd dir ü #1").is_ok());
     }
 }

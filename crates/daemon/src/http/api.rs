@@ -134,7 +134,16 @@ pub async fn trigger_job(
             "{op} is disabled for table `{name}` in the inventory"
         )));
     }
-    let probe = rt.fleet.with_state(&name, |s| s.probe.clone()).flatten();
+    let (probe, probe_error) = rt
+        .fleet
+        .with_state(&name, |s| (s.probe.clone(), s.probe_error.clone()))
+        .unwrap_or_default();
+    if let Some(error) = probe_error {
+        return Err(ApiError::Conflict(format!(
+            "refused for table `{name}`: its last probe failed, so tablekeeper will not maintain \
+             it until it reads again: {error}"
+        )));
+    }
     if let Some(reason) = planner::safety_gate(&spec, op, probe.as_ref()) {
         return Err(ApiError::Conflict(format!(
             "refused for table `{name}`: {reason}"

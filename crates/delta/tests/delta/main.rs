@@ -8,6 +8,7 @@ mod common;
 mod checkpoint;
 mod compact;
 mod concurrency;
+mod damage;
 mod duplicate;
 mod probe;
 mod refusal;

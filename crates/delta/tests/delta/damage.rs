@@ -1,0 +1,153 @@
+//! A table whose log references data files that storage no longer holds is reported by the
+//! probe and refused by every operation, untouched, until the files are back.
+
+use std::time::Duration;
+
+use tablekeeper_delta::{
+    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError, ErrorClass,
+    OpReport, ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{create_table, rows, TestTable};
+
+const TARGET: u64 = 64 * 1024 * 1024;
+
+async fn every_operation(t: &TestTable) -> Vec<Result<OpReport, DeltaError>> {
+    let cancel = CancellationToken::new();
+    vec![
+        compact(
+            &t.uri,
+            &CompactOptions {
+                target_file_size: TARGET,
+                min_small_files: 2,
+                small_file_factor: 0.75,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        zorder(
+            &t.uri,
+            &ZorderOptions {
+                columns: vec!["event_type".into()],
+                target_file_size: TARGET,
+                since_version: None,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        vacuum(
+            &t.uri,
+            &VacuumOptions {
+                inventory_retention: Duration::ZERO,
+                allow_short_retention: true,
+                mode: VacuumMode::Full,
+                dry_run: false,
+            },
+            &cancel,
+        )
+        .await,
+        checkpoint(
+            &t.uri,
+            &CheckpointOptions {
+                max_commits_since_checkpoint: 1,
+                log_retention: Duration::from_secs(30 * 86_400),
+                force: true,
+            },
+            &cancel,
+        )
+        .await,
+    ]
+}
+
+#[tokio::test]
+async fn a_missing_data_file_is_reported_and_the_table_is_never_maintained() {
+    let t = create_table(true, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-10-01")).await;
+        t.append(&rows(100 + i * 10..100 + i * 10 + 10, "2024-10-02"))
+            .await;
+    }
+    t.delete("id < 5").await;
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+    prober.probe(&t.uri, &options).await.expect("intact table");
+
+    // someone deletes a data file by hand
+    let victim = t.active_paths().await.into_iter().next().expect("a file");
+    let victim_path = t.path().join(&victim);
+    let saved = std::fs::read(&victim_path).expect("read victim");
+    std::fs::remove_file(&victim_path).expect("remove victim");
+
+    let err = prober
+        .probe(&t.uri, &options)
+        .await
+        .expect_err("damage is reported");
+    match &err {
+        DeltaError::MissingDataFiles { files, active, .. } => {
+            assert_eq!(files, &vec![victim.clone()]);
+            assert_eq!(*active, t.active_paths().await.len());
+        }
+        other => panic!("expected MissingDataFiles, got {other}"),
+    }
+    assert_eq!(err.class(), ErrorClass::Permanent);
+    assert!(err.to_string().contains(&victim), "{err}");
+    assert!(err.to_string().contains(&t.uri), "{err}");
+
+    let version = t.version().await;
+    let disk = t.parquet_on_disk();
+    let log = std::fs::read_dir(t.path().join("_delta_log"))
+        .unwrap()
+        .count();
+    for result in every_operation(&t).await {
+        let err = result.expect_err("a damaged table is refused");
+        assert!(
+            matches!(err, DeltaError::MissingDataFiles { .. }),
+            "expected MissingDataFiles, got {err}"
+        );
+    }
+    assert_eq!(t.version().await, version, "no commit on a damaged table");
+    assert_eq!(t.parquet_on_disk(), disk, "no file written or deleted");
+    assert_eq!(
+        std::fs::read_dir(t.path().join("_delta_log"))
+            .unwrap()
+            .count(),
+        log,
+        "no log file written or cleaned up"
+    );
+
+    // the file comes back: the table is probed and maintained again, rows intact
+    std::fs::write(&victim_path, saved).expect("restore victim");
+    let before = t.rows().await;
+    prober
+        .probe(&t.uri, &options)
+        .await
+        .expect("repaired table");
+    for result in every_operation(&t).await {
+        result.expect("maintenance resumes once the table reads");
+    }
+    assert_eq!(t.rows().await, before);
+}
+
+/// Partition values needing escapes must not be mistaken for missing files.
+#[tokio::test]
+async fn partition_values_with_odd_characters_are_found_in_storage() {
+    let t = create_table(true, &[]).await;
+    for date in ["2024 10 01", "a%b", "ünï/cødé?&=", "x#y"] {
+        t.append(&rows(0..3, date)).await;
+        t.append(&rows(3..6, date)).await;
+    }
+    Prober::new()
+        .probe(&t.uri, &ProbeOptions::for_target(TARGET))
+        .await
+        .expect("every file is found");
+    let before = t.rows().await;
+    for result in every_operation(&t).await {
+        result.expect("maintenance of odd partition values");
+    }
+    assert_eq!(t.rows().await, before);
+}

@@ -1,0 +1,174 @@
+//! A worker cut off from Postgres mid-compaction (its connections silently blackholed by a
+//! proxy) while another replica's reaper takes the job over: the cut-off worker abandons
+//! its compaction before the takeover, so only one compaction commits and no row is
+//! duplicated (DESIGN.md hazard: two compactions of the same files both commit).
+
+use std::time::Duration;
+
+use sqlx::Row;
+use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_tests::jobs::{assert_no_overlap, wait_until};
+use tablekeeper_tests::proxy::PgProxy;
+use tablekeeper_tests::setup::{
+    daemon_env, latest_version, rows, serial, sizeable_table, trigger, InventoryFile, TableEntry,
+};
+use tablekeeper_tests::Daemon;
+
+const DEFAULTS: &str =
+    "  compaction: { schedule: \"0 0 1 1 *\", target_file_size: 256MiB, min_small_files: 2 }
+  zorder: { enabled: false }
+  vacuum: { enabled: false }
+  checkpoint: { enabled: false }
+  max_attempts: 3
+  timeout: 5m
+";
+
+/// OPTIMIZE commits in the log after `after` (versions), read from the JSON commits.
+fn optimize_commits_after(table: &std::path::Path, after: u64) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(version) = name
+            .strip_suffix(".json")
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if version > after
+            && std::fs::read_to_string(entry.path())
+                .unwrap()
+                .contains("\"operation\":\"OPTIMIZE\"")
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_postgres_abandons_before_the_takeover() {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("big");
+    let before = sizeable_table(&table).await.unwrap();
+    let last_version = latest_version(&table).unwrap();
+    let inv = InventoryFile::write(
+        dir.path(),
+        DEFAULTS,
+        &[TableEntry {
+            name: "faults.big",
+            path: &table,
+            extra: "",
+        }],
+    )
+    .unwrap();
+    let lease = Duration::from_secs(2);
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let upstream = url::Url::parse(&db.url).unwrap();
+    let upstream = format!(
+        "{}:{}",
+        upstream.host_str().unwrap(),
+        upstream.port().unwrap_or(5432)
+    )
+    .parse()
+    .unwrap();
+    let proxy = PgProxy::start(upstream).await.unwrap();
+
+    let r1 = Daemon::start(
+        "r1",
+        dir.path(),
+        &daemon_env(&proxy.url_for(&db.url).unwrap(), &inv.path, lease, 1),
+    )
+    .unwrap();
+    r1.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let job = trigger(&r1.base_url, "faults.big", "compact")
+        .await
+        .unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "r1 to claim the compaction",
+        || async {
+            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            state == "running"
+        },
+    )
+    .await
+    .unwrap();
+    // Partition r1 from Postgres mid-compaction; r2 (direct connection) will reap the job.
+    proxy.freeze();
+    let r2 = Daemon::start("r2", dir.path(), &daemon_env(&db.url, &inv.path, lease, 1)).unwrap();
+    r2.wait_ready(Duration::from_secs(60)).await.unwrap();
+    wait_until(
+        Duration::from_secs(120),
+        "r2 to finish the compaction",
+        || async {
+            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            state == "succeeded"
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; r1 log:\n{}\nr2 log:\n{}", r1.log(), r2.log()));
+    // Give r1 every chance to commit late, then reconnect it.
+    tokio::time::sleep(lease * 2).await;
+    proxy.thaw();
+    tokio::time::sleep(lease).await;
+
+    assert!(
+        r1.log().contains("abandoning the operation"),
+        "r1 did not abandon; log:\n{}",
+        r1.log()
+    );
+    assert_eq!(
+        rows(&table).await.unwrap(),
+        before,
+        "rows duplicated or lost"
+    );
+    assert_eq!(
+        optimize_commits_after(&table, last_version),
+        1,
+        "exactly one compaction may commit; r1 log:\n{}",
+        r1.log()
+    );
+    let result = sqlx::query("SELECT result, worker_id FROM jobs WHERE id = $1")
+        .bind(job)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let worker: String = result.get("worker_id");
+    let report: serde_json::Value = result.get("result");
+    assert!(worker.starts_with("r2/"), "{worker}");
+    assert!(
+        report["files_removed"].as_u64().unwrap_or(0) > 0,
+        "r2 found nothing to compact: r1's compaction committed before it was cut off, \
+         so this run did not exercise the race (make the table bigger): {report}"
+    );
+    let outcomes: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT outcome FROM job_attempts WHERE job_id = $1 ORDER BY attempt")
+            .bind(job)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            Some("lost_lease".to_string()),
+            Some("succeeded".to_string())
+        ]
+    );
+    assert_no_overlap(&pool).await.unwrap();
+    pool.close().await;
+    drop((r1, r2, proxy));
+    db.drop_db().await.unwrap();
+}

@@ -1,0 +1,181 @@
+//! Postgres stopped and started again under load (a cluster of the test's own, so the
+//! shared server is never touched): replicas stay up, `/readyz` answers 503 while the
+//! database is gone and 200 after, jobs in flight finish or are retried, no job is lost,
+//! no attempts overlap on a key, rows are unchanged.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tablekeeper_delta::fixtures::SmallFiles;
+use tablekeeper_tests::cluster::TempCluster;
+use tablekeeper_tests::jobs::{assert_no_overlap, count, wait_until};
+use tablekeeper_tests::setup::{
+    daemon_env, rows, serial, small_file_table, InventoryFile, TableEntry,
+};
+use tablekeeper_tests::Daemon;
+
+const DEFAULTS: &str =
+    "  compaction: { schedule: \"*/2 * * * * *\", target_file_size: 64MiB, min_small_files: 2 }
+  zorder: { enabled: false }
+  vacuum: { enabled: false }
+  checkpoint: { schedule: \"*/3 * * * * *\", max_commits_since_checkpoint: 1 }
+  max_attempts: 5
+  timeout: 2m
+";
+
+async fn ready_status(d: &Daemon) -> Option<u16> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .ok()?;
+    let r = client
+        .get(format!("{}/readyz", d.base_url))
+        .send()
+        .await
+        .ok()?;
+    Some(r.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_ride_out_a_postgres_restart() {
+    let _serial = serial().await;
+    let cluster = TempCluster::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["faults.r0", "faults.r1", "faults.r2", "faults.r3"];
+    let mut before = BTreeMap::new();
+    for name in names {
+        let path = dir.path().join(name);
+        let spec = SmallFiles {
+            partitions: 2,
+            files_per_partition: 8,
+            rows_per_file: 200,
+            payload_bytes: 16,
+        };
+        before.insert(name, small_file_table(&path, &spec).await.unwrap());
+    }
+    let paths: Vec<_> = names.iter().map(|n| dir.path().join(n)).collect();
+    let entries: Vec<TableEntry<'_>> = names
+        .iter()
+        .zip(&paths)
+        .map(|(name, path)| TableEntry {
+            name,
+            path,
+            extra: "",
+        })
+        .collect();
+    let inv = InventoryFile::write(dir.path(), DEFAULTS, &entries).unwrap();
+    let lease = Duration::from_secs(4);
+    let env = daemon_env(&cluster.url, &inv.path, lease, 2);
+    let mut replicas = vec![
+        Daemon::start("a", dir.path(), &env).unwrap(),
+        Daemon::start("b", dir.path(), &env).unwrap(),
+    ];
+    for r in &replicas {
+        r.wait_ready(Duration::from_secs(60)).await.unwrap();
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&cluster.url)
+        .await
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "jobs to succeed before the restart",
+        || async { count(&pool, "SELECT count(*) FROM jobs WHERE state = 'succeeded'").await >= 6 },
+    )
+    .await
+    .unwrap();
+    pool.close().await;
+
+    // Stop the server: both replicas must say they are not ready, and stay up.
+    cluster.stop().unwrap();
+    for r in &replicas {
+        wait_until(Duration::from_secs(15), "/readyz to answer 503", || async {
+            ready_status(r).await == Some(503)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}; log:\n{}", r.name, r.log()));
+    }
+    tokio::time::sleep(lease).await;
+    for r in &mut replicas {
+        assert!(
+            r.wait_exit(Duration::from_millis(10)).is_err(),
+            "{} exited while the database was down; log:\n{}",
+            r.name,
+            r.log()
+        );
+    }
+    cluster.restart_after_stop().unwrap();
+    for r in &replicas {
+        wait_until(
+            Duration::from_secs(60),
+            "/readyz to answer 200 again",
+            || async { ready_status(r).await == Some(200) },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}; log:\n{}", r.name, r.log()));
+    }
+
+    // Work goes on: every job that was in flight ends (succeeded, or retried and
+    // succeeded), and new jobs succeed after the restart.
+    let pool = sqlx::PgPool::connect(&cluster.url).await.unwrap();
+    let restarted_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(90), "new successes and no stranded job", || async {
+        let after: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE state = 'succeeded' AND finished_at > $1",
+        )
+        .bind(restarted_at)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        // running jobs whose lease ran out are what a lost job looks like
+        let stranded = count(
+            &pool,
+            "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at < now() - interval '1 second'",
+        )
+        .await;
+        after >= 6 && stranded == 0
+    })
+    .await
+    .unwrap();
+
+    for r in &replicas {
+        r.signal("TERM").unwrap();
+    }
+    for r in &mut replicas {
+        let code = r.wait_exit(Duration::from_secs(40)).unwrap();
+        assert_eq!(code, Some(0), "{} exit code; log:\n{}", r.name, r.log());
+    }
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await,
+        0
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM job_attempts WHERE outcome IS NULL"
+        )
+        .await,
+        0,
+        "an attempt was never closed"
+    );
+    // Jobs failed for good by the outage would show here: none may be.
+    let failed: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, coalesce(error, '') FROM jobs WHERE state = 'failed'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(failed.is_empty(), "jobs failed: {failed:?}");
+    assert_no_overlap(&pool).await.unwrap();
+    for (name, path) in names.iter().zip(&paths) {
+        assert_eq!(
+            rows(path).await.unwrap(),
+            before[name],
+            "rows of {name} changed"
+        );
+    }
+    pool.close().await;
+}
