@@ -18,15 +18,16 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.lock().await
 }
 
-/// Writes a partitioned table big enough that compacting it takes a few seconds in a
-/// debug build (so a test can act while it runs). Returns its rows, sorted.
-pub async fn sizeable_table(uri: &Path) -> anyhow::Result<Vec<String>> {
+/// Writes a partitioned table of 120 small files, `rows_per_file` rows each (5,000 rows
+/// per file compact in about half a second in a debug build; 25,000 in a few seconds, long
+/// enough to cut a worker off mid-operation). Returns its rows, sorted.
+pub async fn sizeable_table(uri: &Path, rows_per_file: u32) -> anyhow::Result<Vec<String>> {
     small_file_table(
         uri,
         &SmallFiles {
             partitions: 6,
             files_per_partition: 20,
-            rows_per_file: 5_000,
+            rows_per_file,
             payload_bytes: 24,
         },
     )

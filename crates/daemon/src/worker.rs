@@ -63,6 +63,9 @@ async fn worker_loop(
 ) {
     let mut store_errors: u32 = 0;
     while !stop.is_cancelled() {
+        // The claim is the lease's first renewal: the abandon deadline counts from when it
+        // was sent, however long the claim call (or anything after it) takes to return.
+        let claim_sent = Instant::now();
         let outcome = rt.store.claim(&worker_id, rt.config.lease).await;
         let idle = match outcome {
             Ok(outcome) => {
@@ -75,7 +78,7 @@ async fn worker_loop(
                 }
                 match outcome.job {
                     Some(claimed) => {
-                        run_claimed(&rt, &worker_id, claimed, &hard_stop).await;
+                        run_claimed(&rt, &worker_id, claimed, claim_sent, &hard_stop).await;
                         Duration::ZERO
                     }
                     None => rt.config.poll_interval,
@@ -103,6 +106,7 @@ async fn run_claimed(
     rt: &Arc<Runtime>,
     worker_id: &str,
     claimed: ClaimedJob,
+    claim_sent: Instant,
     hard_stop: &CancellationToken,
 ) {
     let job = &claimed.job;
@@ -129,7 +133,7 @@ async fn run_claimed(
         };
         info!(worker = %worker_id, "job started");
         let ctx = run_context(rt, &spec, op).await;
-        let end = supervise(rt, &claimed, &spec, op, ctx, hard_stop).await;
+        let end = supervise(rt, &claimed, claim_sent, &spec, op, ctx, hard_stop).await;
         let elapsed = started.elapsed();
         rt.metrics
             .job_duration_seconds
@@ -189,24 +193,31 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
 }
 
 /// Runs the operation while heartbeating; drops it (cancelling the Delta operation) the
-/// moment the lease is lost or can no longer be confirmed in time.
+/// moment the lease is lost or can no longer be confirmed in time. Never starts it when
+/// the deadline counted from the claim has already passed (the store was slow to answer
+/// after the claim, so another replica may own the job by now).
 async fn supervise(
     rt: &Runtime,
     claimed: &ClaimedJob,
+    claim_sent: Instant,
     spec: &TableSpec,
     op: Operation,
     ctx: RunContext,
     hard_stop: &CancellationToken,
 ) -> AttemptEnd {
     let lease = rt.config.lease;
+    // The claim is the last confirmed renewal.
+    let mut last_confirmed_sent = claim_sent;
+    if Instant::now() >= tablekeeper_store::abandon_deadline(claim_sent, lease) {
+        error!(lease = ?lease, since_claim = ?claim_sent.elapsed(), "lease could not be confirmed in time after the claim: abandoning the operation before it starts, another replica may take the job over");
+        return AttemptEnd::LeaseLost;
+    }
     let cancel = CancellationToken::new();
     let operation = executor::run(spec, op, ctx, cancel.clone());
     tokio::pin!(operation);
 
     let mut heartbeat = tokio::time::interval(lease / 4);
-    heartbeat.tick().await; // the claim itself just set the lease
-                            // The claim was sent just before now; treat it as the last confirmed renewal.
-    let mut last_confirmed_sent = Instant::now();
+    heartbeat.tick().await; // the first tick is immediate; the claim set the lease
     let timeout = tokio::time::sleep(spec.timeout);
     tokio::pin!(timeout);
 

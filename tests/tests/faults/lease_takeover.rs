@@ -48,13 +48,36 @@ fn optimize_commits_after(table: &std::path::Path, after: u64) -> usize {
     n
 }
 
+/// When the test partitions the worker from Postgres.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutOff {
+    /// As soon as the job row says `running`: the worker has claimed it and may still be
+    /// talking to the store before it starts the operation.
+    AfterClaim,
+    /// Once the worker has logged that the compaction runs.
+    MidOperation,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_cut_off_from_postgres_abandons_before_the_takeover() {
+async fn a_worker_cut_off_mid_compaction_abandons_before_the_takeover() {
+    cut_off_scenario(CutOff::MidOperation).await;
+}
+
+/// Found by this suite: a worker whose store went silent right after the claim used to
+/// start its compaction seconds later, after the lease had expired and another replica
+/// had taken the job over. The abandon deadline now counts from the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_right_after_its_claim_never_starts() {
+    cut_off_scenario(CutOff::AfterClaim).await;
+}
+
+async fn cut_off_scenario(cut: CutOff) {
     let _serial = serial().await;
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("big");
-    let before = sizeable_table(&table).await.unwrap();
+    // Compacting it takes several times the abandon deadline (1.5 s for a 2 s lease).
+    let before = sizeable_table(&table, 25_000).await.unwrap();
     let last_version = latest_version(&table).unwrap();
     let inv = InventoryFile::write(
         dir.path(),
@@ -88,20 +111,32 @@ async fn a_worker_cut_off_from_postgres_abandons_before_the_takeover() {
     let job = trigger(&r1.base_url, "faults.big", "compact")
         .await
         .unwrap();
-    wait_until(
-        Duration::from_secs(30),
-        "r1 to claim the compaction",
-        || async {
-            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-                .bind(job)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            state == "running"
-        },
-    )
-    .await
-    .unwrap();
+    // Poll tightly: the partition must start while the job is r1's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        let ready = match cut {
+            CutOff::AfterClaim => state == "running",
+            CutOff::MidOperation => r1.log().contains("tablekeeper_delta::compact: compacting"),
+        };
+        if ready {
+            break;
+        }
+        assert!(
+            state == "queued" || state == "running",
+            "r1's compaction ended before it could be cut off: {state}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "r1 never got there; log:\n{}",
+            r1.log()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     // Partition r1 from Postgres mid-compaction; r2 (direct connection) will reap the job.
     proxy.freeze();
     let r2 = Daemon::start("r2", dir.path(), &daemon_env(&db.url, &inv.path, lease, 1)).unwrap();
@@ -125,8 +160,15 @@ async fn a_worker_cut_off_from_postgres_abandons_before_the_takeover() {
     proxy.thaw();
     tokio::time::sleep(lease).await;
 
+    let expected = match cut {
+        // before it starts, or mid-operation if the claim's follow-up calls got through
+        CutOff::AfterClaim => "abandoning the operation",
+        CutOff::MidOperation => {
+            "abandoning the operation before another replica can take the job over"
+        }
+    };
     assert!(
-        r1.log().contains("abandoning the operation"),
+        r1.log().contains(expected),
         "r1 did not abandon; log:\n{}",
         r1.log()
     );

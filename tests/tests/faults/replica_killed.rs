@@ -41,7 +41,7 @@ async fn a_replica_killed_mid_compaction_is_taken_over_and_its_orphans_vacuumed(
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("big");
-    let before = sizeable_table(&table).await.unwrap();
+    let before = sizeable_table(&table, 5_000).await.unwrap();
     let initial_files = parquet_on_disk(&table);
     let log_before = std::fs::read_dir(table.join("_delta_log")).unwrap().count();
     let inv = InventoryFile::write(
