@@ -160,18 +160,17 @@ async fn cut_off_scenario(cut: CutOff) {
     proxy.thaw();
     tokio::time::sleep(lease).await;
 
-    let expected = match cut {
-        // before it starts, or mid-operation if the claim's follow-up calls got through
-        CutOff::AfterClaim => "abandoning the operation",
-        CutOff::MidOperation => {
-            "abandoning the operation before another replica can take the job over"
-        }
-    };
-    assert!(
-        r1.log().contains(expected),
-        "r1 did not abandon; log:\n{}",
-        r1.log()
-    );
+    // Mid-operation the worker must say it abandoned. Cut off right after the claim it
+    // either abandons before starting, or its claim call itself hangs until the thaw and
+    // then fails: both leave r2 the only compactor, which the checks below establish.
+    if cut == CutOff::MidOperation {
+        assert!(
+            r1.log()
+                .contains("abandoning the operation before another replica can take the job over"),
+            "r1 did not abandon; log:\n{}",
+            r1.log()
+        );
+    }
     assert_eq!(
         rows(&table).await.unwrap(),
         before,
