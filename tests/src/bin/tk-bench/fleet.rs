@@ -1,0 +1,449 @@
+//! `tk-bench fleet`: one replica of the real `tablekeeper` binary against inventories of
+//! growing size (default 10, 1,000 and 10,000 tables; smoke 10 and 100).
+//!
+//! The tables are tiny real Delta tables: one template (one commit, one data file,
+//! unpartitioned) is written with the delta crate's fixtures, and every fleet table is a
+//! copy of it made of hard links (log and data file alike; Delta never rewrites a file in
+//! place, so the copies stay independent). Schedules are daily or weekly at night so the
+//! replica idles. For each size this measures:
+//! - `tablekeeper validate` wall time;
+//! - start-up: process start to `/readyz` 200, and to the "tablekeeper started" log line
+//!   (after the cron schedules are registered);
+//! - the first probe round: process start until every table has a probe
+//!   (`tablekeeper_table_version` series count);
+//! - RSS at ready and after settling (after the first probe round and a pause), peak RSS,
+//!   and CPU used while idle;
+//! - `/metrics` scrape time (median of 5) and size;
+//! - enqueueing one job per table through the store API (`connect` + `enqueue`) on a
+//!   fresh Postgres database and on a fresh SQLite file;
+//! - in this process, after the replicas: the RSS one `Prober` holding every table adds.
+//!
+//! The replica uses a fresh `tk_test_*` Postgres database, dropped at the end; every file
+//! goes under `--dir`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
+use tablekeeper_delta::{ProbeOptions, Prober};
+use tablekeeper_inventory::defaults::COMPACTION_TARGET_FILE_SIZE;
+use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_store::{connect, NewJob, StoreOptions, Trigger};
+
+use crate::util::{cpu_seconds, fresh_dir, median, own_rss_mb, path_str, proc_status_kb, secs};
+use crate::Args;
+
+/// Longest wait for `/readyz`, and for the first probe round per 1,000 tables.
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+const PROBE_ROUND_TIMEOUT_PER_1000: Duration = Duration::from_secs(120);
+/// Scrapes of `/metrics` per size (the median is reported).
+const SCRAPES: usize = 5;
+
+pub async fn bench_fleet(args: &Args) -> Result<Value> {
+    let dir = args.dir.as_deref().context("fleet needs --dir DIR")?;
+    let binary = args
+        .tablekeeper
+        .as_deref()
+        .context("fleet needs --tablekeeper PATH (the built tablekeeper binary)")?;
+    if !binary.is_file() {
+        bail!(
+            "{} does not exist: build it with `cargo build --workspace --bins`",
+            binary.display()
+        );
+    }
+    let sizes = args.sizes.clone().unwrap_or_else(|| {
+        if args.smoke {
+            vec![10, 100]
+        } else {
+            vec![10, 1_000, 10_000]
+        }
+    });
+    let settle = Duration::from_secs(if args.smoke { 1 } else { 5 });
+    let idle_window = Duration::from_secs(if args.smoke { 2 } else { 10 });
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+
+    let dir = fresh_dir(dir)?;
+    let t = Instant::now();
+    let tables = make_tables(&dir, largest).await?;
+    eprintln!(
+        "fleet: {largest} tables (hard-linked copies of one template) in {:.1}s",
+        secs(t)
+    );
+
+    let mut results = Vec::new();
+    for &n in &sizes {
+        let inventory = dir.join(format!("inventory-{n}.yaml"));
+        write_inventory(&inventory, &tables[..n])?;
+        let figures = measure_size(binary, &dir, &inventory, n, settle, idle_window).await?;
+        results.push(figures);
+    }
+    let prober = prober_memory(&tables).await?;
+    Ok(json!({
+        "build_profile": crate::build_profile(),
+        "tablekeeper": binary,
+        "prober_in_process": prober,
+        "tables": "hard-linked copies of one unpartitioned template table (1 commit, 1 file)",
+        "sizes": results,
+    }))
+}
+
+/// The template table and `n` hard-linked copies of it; returns the copies' paths.
+async fn make_tables(dir: &Path, n: usize) -> Result<Vec<PathBuf>> {
+    let template = dir.join("template");
+    let spec = SmallFiles {
+        partitions: 0,
+        files_per_partition: 1,
+        rows_per_file: 10,
+        payload_bytes: 16,
+    };
+    write_small_files(&path_str(&template)?, &spec).await?;
+    let mut files = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for entry in std::fs::read_dir(template.join(&rel))? {
+            let entry = entry?;
+            let path = rel.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    let tables_dir = dir.join("tables");
+    let mut tables = Vec::with_capacity(n);
+    for i in 0..n {
+        let table = tables_dir.join(format!("t{i:05}"));
+        for rel in &files {
+            let target = table.join(rel);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::hard_link(template.join(rel), &target)
+                .with_context(|| format!("linking {}", target.display()))?;
+        }
+        tables.push(table);
+    }
+    Ok(tables)
+}
+
+fn write_inventory(path: &Path, tables: &[PathBuf]) -> Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    // nightly/weekly schedules: nothing fires during a run (unless it straddles 01:00-04:00 UTC)
+    writeln!(
+        out,
+        "defaults:\n  compaction: {{ schedule: \"0 2 * * *\" }}\n  vacuum: {{ schedule: \"0 3 * * 0\" }}\n  \
+         checkpoint: {{ schedule: \"0 1 * * *\" }}\ntables:"
+    )?;
+    for (i, table) in tables.iter().enumerate() {
+        writeln!(
+            out,
+            "  - name: fleet.t{i:05}\n    path: {}\n    owner: team-{}",
+            table.display(),
+            i % 50
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn measure_size(
+    binary: &Path,
+    dir: &Path,
+    inventory: &Path,
+    n: usize,
+    settle: Duration,
+    idle_window: Duration,
+) -> Result<Value> {
+    // validate
+    let t = Instant::now();
+    let out = Command::new(binary)
+        .arg("validate")
+        .arg(inventory)
+        .output()
+        .context("running tablekeeper validate")?;
+    let validate_secs = secs(t);
+    if !out.status.success() {
+        bail!(
+            "tablekeeper validate rejected the {n}-table inventory: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let db = TestDatabase::create().await?;
+    let replica = run_replica(binary, dir, inventory, n, &db.url, settle, idle_window).await;
+    let enqueue_pg = enqueue_all(&db.url, n).await;
+    db.drop_db().await?;
+    let replica = replica?;
+    let enqueue_pg = enqueue_pg?;
+    let sqlite_dir = tempfile::tempdir()?;
+    let sqlite_url = format!(
+        "sqlite://{}",
+        sqlite_dir.path().join("enqueue.db").display()
+    );
+    let enqueue_sqlite = enqueue_all(&sqlite_url, n).await?;
+
+    eprintln!(
+        "fleet {n:>5}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
+        replica["ready_seconds"].as_f64().unwrap_or(0.0),
+        replica["started_log_seconds"].as_f64().unwrap_or(0.0),
+        replica["first_probe_round_seconds"].as_f64().unwrap_or(0.0),
+        replica["rss_settled_mb"].as_f64().unwrap_or(0.0),
+        replica["metrics_scrape_seconds"].as_f64().unwrap_or(0.0),
+        replica["metrics_bytes"].as_u64().unwrap_or(0) / 1024,
+        enqueue_pg["seconds"].as_f64().unwrap_or(0.0),
+        enqueue_sqlite["seconds"].as_f64().unwrap_or(0.0),
+    );
+    Ok(json!({
+        "tables": n,
+        "validate_seconds": validate_secs,
+        "replica": replica,
+        "enqueue_postgres": enqueue_pg,
+        "enqueue_sqlite": enqueue_sqlite,
+    }))
+}
+
+/// Kills the replica if the measurement fails halfway (a normal run stops it with SIGTERM).
+struct Replica(Child);
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+async fn run_replica(
+    binary: &Path,
+    dir: &Path,
+    inventory: &Path,
+    n: usize,
+    database_url: &str,
+    settle: Duration,
+    idle_window: Duration,
+) -> Result<Value> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let log_path = dir.join(format!("replica-{n}.log"));
+    let log = std::fs::File::create(&log_path)?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+
+    let started = Instant::now();
+    let child = Command::new(binary)
+        .arg("run")
+        .env("TABLEKEEPER_DATABASE_URL", database_url)
+        .env("TABLEKEEPER_INVENTORY", inventory)
+        .env("TABLEKEEPER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TABLEKEEPER_PROBE_INTERVAL", "1h")
+        .env("TABLEKEEPER_WORKERS", "2")
+        .env("TABLEKEEPER_SHUTDOWN_GRACE", "10s")
+        // the binary's default log filter; plain text so the log can be searched
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting tablekeeper run")?;
+    let mut replica = Replica(child);
+    let pid = replica.0.id();
+    let pid_str = pid.to_string();
+
+    // process start -> /readyz 200
+    let ready_secs = loop {
+        if let Ok(resp) = client.get(format!("{base}/readyz")).send().await {
+            if resp.status().is_success() {
+                break secs(started);
+            }
+        }
+        if let Ok(Some(status)) = replica.0.try_wait() {
+            bail!(
+                "tablekeeper run exited with {status} before it was ready; see {}",
+                log_path.display()
+            );
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "no /readyz 200 within {READY_TIMEOUT:?}; see {}",
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let rss_ready_kb = proc_status_kb(&pid_str, "VmRSS").unwrap_or(0);
+
+    // the schedules are registered once the "tablekeeper started" line is logged
+    let started_log_secs = loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("tablekeeper started") {
+            break secs(started);
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "no \"tablekeeper started\" log line within {READY_TIMEOUT:?}; see {}",
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+
+    // the first probe round: every table has a tablekeeper_table_version series
+    let round_timeout = PROBE_ROUND_TIMEOUT_PER_1000 * u32::try_from(n / 1000 + 1)?;
+    let (probe_round_secs, probe_failures) = loop {
+        let body = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let probed = body
+            .lines()
+            .filter(|l| l.starts_with("tablekeeper_table_version{"))
+            .count();
+        let failed = body
+            .lines()
+            .filter(|l| l.starts_with("tablekeeper_table_probe_failures_total{"))
+            .filter(|l| !l.ends_with(" 0"))
+            .count();
+        if probed + failed >= n {
+            break (secs(started), failed);
+        }
+        if started.elapsed() > round_timeout {
+            bail!(
+                "only {probed} of {n} tables probed after {round_timeout:?}; see {}",
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(if n > 1000 { 1000 } else { 100 })).await;
+    };
+    if probe_failures > 0 {
+        bail!(
+            "{probe_failures} of {n} tables failed their probe; see {}",
+            log_path.display()
+        );
+    }
+
+    tokio::time::sleep(settle).await;
+    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    tokio::time::sleep(idle_window).await;
+    let cpu_idle = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    let rss_settled_kb = proc_status_kb(&pid_str, "VmRSS").unwrap_or(0);
+
+    let mut scrape_secs = Vec::new();
+    let mut metrics_bytes = 0;
+    let mut series = 0;
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        let body = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        scrape_secs.push(secs(t));
+        metrics_bytes = body.len();
+        series = String::from_utf8_lossy(&body)
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+    }
+    let rss_peak_kb = proc_status_kb(&pid_str, "VmHWM").unwrap_or(0);
+
+    // stop with SIGTERM, as Kubernetes would
+    let t = Instant::now();
+    let _ = Command::new("kill").arg("-TERM").arg(&pid_str).status();
+    let mut stop_secs = None;
+    while t.elapsed() < Duration::from_secs(30) {
+        if let Ok(Some(_)) = replica.0.try_wait() {
+            stop_secs = Some(secs(t));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(replica);
+
+    Ok(json!({
+        "ready_seconds": ready_secs,
+        "started_log_seconds": started_log_secs,
+        "first_probe_round_seconds": probe_round_secs,
+        "rss_ready_mb": rss_ready_kb as f64 / 1024.0,
+        "rss_settled_mb": rss_settled_kb as f64 / 1024.0,
+        "rss_peak_mb": rss_peak_kb as f64 / 1024.0,
+        "idle_cpu_seconds": cpu_idle,
+        "idle_window_seconds": idle_window.as_secs_f64(),
+        "metrics_scrape_seconds": median(&scrape_secs),
+        "metrics_bytes": metrics_bytes,
+        "metrics_series": series,
+        "sigterm_to_exit_seconds": stop_secs,
+        "log": log_path,
+    }))
+}
+
+/// What keeping every table loaded costs: this process's RSS before and after one
+/// `Prober` (the daemon's, which keeps each probed table's snapshot) probes all `tables`,
+/// and again after the probes' results are dropped but the `Prober` is kept.
+/// Memory freed earlier in this process may be reused, so the growth is a lower bound.
+async fn prober_memory(tables: &[PathBuf]) -> Result<Value> {
+    let options = ProbeOptions::for_target(COMPACTION_TARGET_FILE_SIZE);
+    let before = own_rss_mb();
+    let prober = Prober::new();
+    let t = Instant::now();
+    for table in tables {
+        let probe = prober.probe(&path_str(table)?, &options).await?;
+        drop(probe);
+    }
+    let seconds = secs(t);
+    let after = own_rss_mb();
+    drop(prober);
+    let released = own_rss_mb();
+    eprintln!(
+        "in-process Prober over {} tables: {seconds:.1}s, RSS {before:.0} -> {after:.0} MB \
+         ({:.1} KB per table); {released:.0} MB after dropping it",
+        tables.len(),
+        (after - before) * 1024.0 / tables.len().max(1) as f64
+    );
+    Ok(json!({
+        "tables": tables.len(),
+        "seconds": seconds,
+        "rss_before_mb": before,
+        "rss_with_prober_mb": after,
+        "rss_after_drop_mb": released,
+        "kb_per_table": (after - before) * 1024.0 / tables.len().max(1) as f64,
+    }))
+}
+
+/// One `schedule` job per table enqueued sequentially (as cron ticks enqueue them), on a
+/// freshly migrated store.
+async fn enqueue_all(url: &str, n: usize) -> Result<Value> {
+    let store = connect(url, StoreOptions::default()).await?;
+    store.migrate().await?;
+    let t = Instant::now();
+    for i in 0..n {
+        store
+            .enqueue(NewJob::new(
+                format!("fleet.t{i:05}"),
+                "compact",
+                Trigger::Schedule,
+            ))
+            .await?;
+    }
+    let seconds = secs(t);
+    store.close().await;
+    Ok(json!({
+        "jobs": n,
+        "seconds": seconds,
+        "jobs_per_sec": n as f64 / seconds.max(f64::EPSILON),
+    }))
+}
