@@ -20,6 +20,19 @@ use tracing::{error, info, warn, Instrument};
 use crate::executor::{self, ExecError, RunContext};
 use crate::runtime::Runtime;
 
+/// A lease renewal in flight: when it was sent, and what the store answered.
+type Renewal<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = (
+                    Instant,
+                    Result<Option<chrono::DateTime<Utc>>, tablekeeper_store::StoreError>,
+                ),
+            > + Send
+            + 'a,
+    >,
+>;
+
 /// How one attempt ended, as this worker saw it. One short-lived value per attempt, so
 /// the large report variant costs nothing worth boxing.
 #[allow(clippy::large_enum_variant)]
@@ -220,6 +233,9 @@ async fn supervise(
     heartbeat.tick().await; // the first tick is immediate; the claim set the lease
     let timeout = tokio::time::sleep(spec.timeout);
     tokio::pin!(timeout);
+    // At most one renewal in flight, polled beside the operation so a slow store never
+    // stalls the operation (and a stalled renewal never delays the abandon deadline).
+    let mut renewal: Option<Renewal<'_>> = None;
 
     let end = loop {
         let deadline = tablekeeper_store::abandon_deadline(last_confirmed_sent, lease);
@@ -232,19 +248,26 @@ async fn supervise(
                 break AttemptEnd::LeaseLost;
             }
             () = &mut timeout => break AttemptEnd::TimedOut(spec.timeout),
-            _ = heartbeat.tick() => {
-                let sent = Instant::now();
-                let renew = rt.store.heartbeat(claimed.job.id, claimed.lease_token, lease);
-                // The renewal itself must not outlive the abandon deadline.
-                match tokio::time::timeout_at(deadline.into(), renew).await {
-                    Ok(Ok(Some(_))) => last_confirmed_sent = sent,
-                    Ok(Ok(None)) => {
+            (sent, renewed) = async {
+                match renewal.as_mut() {
+                    Some(pending) => pending.await,
+                    None => std::future::pending().await,
+                }
+            }, if renewal.is_some() => {
+                renewal = None;
+                match renewed {
+                    Ok(Some(_)) => last_confirmed_sent = last_confirmed_sent.max(sent),
+                    Ok(None) => {
                         error!("lease lost (the job was taken over or cancelled): abandoning the operation");
                         break AttemptEnd::LeaseLost;
                     }
-                    Ok(Err(e)) => warn!(error = %e, "heartbeat failed; will retry until the abandon deadline"),
-                    Err(_) => {} // the deadline branch fires next
+                    Err(e) => warn!(error = %e, "heartbeat failed; will retry until the abandon deadline"),
                 }
+            }
+            _ = heartbeat.tick(), if renewal.is_none() => {
+                let sent = Instant::now();
+                let renew = rt.store.heartbeat(claimed.job.id, claimed.lease_token, lease);
+                renewal = Some(Box::pin(async move { (sent, renew.await) }));
             }
         }
     };

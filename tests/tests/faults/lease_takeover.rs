@@ -1,11 +1,11 @@
-//! A worker cut off from Postgres mid-compaction (its connections silently blackholed by a
+//! A worker cut off from Postgres mid-rewrite (its connections silently blackholed by a
 //! proxy) while another replica's reaper takes the job over: the cut-off worker abandons
-//! its compaction before the takeover, so only one compaction commits and no row is
-//! duplicated (DESIGN.md hazard: two compactions of the same files both commit).
+//! its rewrite before the takeover, so only one rewrite commits and no row is duplicated
+//! (DESIGN.md hazard: two OPTIMIZE rewrites of the same files both commit). The rewrite is
+//! a Z-order, the slowest rewrite, so it outlasts the abandon deadline.
 
 use std::time::Duration;
 
-use sqlx::Row;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::{assert_no_overlap, wait_until};
 use tablekeeper_tests::proxy::PgProxy;
@@ -16,16 +16,17 @@ use tablekeeper_tests::Daemon;
 
 const DEFAULTS: &str =
     "  compaction: { schedule: \"0 0 1 1 *\", target_file_size: 256MiB, min_small_files: 2 }
-  zorder: { enabled: false }
+  zorder: { schedule: \"0 0 1 1 *\" }
   vacuum: { enabled: false }
   checkpoint: { enabled: false }
   max_attempts: 3
   timeout: 5m
 ";
 
-/// OPTIMIZE commits in the log after `after` (versions), read from the JSON commits.
-fn optimize_commits_after(table: &std::path::Path, after: u64) -> usize {
-    let mut n = 0;
+/// Commit timestamps (ms) of the OPTIMIZE commits after version `after`, from the JSON
+/// commits' `commitInfo`.
+fn optimize_commits_after(table: &std::path::Path, after: u64) -> Vec<i64> {
+    let mut found = Vec::new();
     for entry in std::fs::read_dir(table.join("_delta_log"))
         .unwrap()
         .flatten()
@@ -37,15 +38,18 @@ fn optimize_commits_after(table: &std::path::Path, after: u64) -> usize {
         else {
             continue;
         };
-        if version > after
-            && std::fs::read_to_string(entry.path())
-                .unwrap()
-                .contains("\"operation\":\"OPTIMIZE\"")
-        {
-            n += 1;
+        if version <= after {
+            continue;
+        }
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            let info = &action["commitInfo"];
+            if info["operation"] == "OPTIMIZE" {
+                found.push(info["timestamp"].as_i64().unwrap());
+            }
         }
     }
-    n
+    found
 }
 
 /// When the test partitions the worker from Postgres.
@@ -54,17 +58,17 @@ enum CutOff {
     /// As soon as the job row says `running`: the worker has claimed it and may still be
     /// talking to the store before it starts the operation.
     AfterClaim,
-    /// Once the worker has logged that the compaction runs.
+    /// Once the worker has logged that the rewrite runs.
     MidOperation,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_cut_off_mid_compaction_abandons_before_the_takeover() {
+async fn a_worker_cut_off_mid_rewrite_abandons_before_the_takeover() {
     cut_off_scenario(CutOff::MidOperation).await;
 }
 
 /// Found by this suite: a worker whose store went silent right after the claim used to
-/// start its compaction seconds later, after the lease had expired and another replica
+/// start its rewrite seconds later, after the lease had expired and another replica
 /// had taken the job over. The abandon deadline now counts from the claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_cut_off_right_after_its_claim_never_starts() {
@@ -76,7 +80,9 @@ async fn cut_off_scenario(cut: CutOff) {
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("big");
-    // Compacting it takes several times the abandon deadline (1.5 s for a 2 s lease).
+    // Z-ordering it takes about 4 s in a debug build here, well past the abandon deadline
+    // (1.5 s for a 2 s lease); Z-order rewrites files exactly like compaction (same hazard)
+    // but costs several times more per row, so the table can stay small.
     let before = sizeable_table(&table, 25_000).await.unwrap();
     let last_version = latest_version(&table).unwrap();
     let inv = InventoryFile::write(
@@ -85,7 +91,7 @@ async fn cut_off_scenario(cut: CutOff) {
         &[TableEntry {
             name: "faults.big",
             path: &table,
-            extra: "",
+            extra: "    layout:\n      partition_by: [day]\n      zorder: [user_id]\n",
         }],
     )
     .unwrap();
@@ -108,7 +114,14 @@ async fn cut_off_scenario(cut: CutOff) {
     )
     .unwrap();
     r1.wait_ready(Duration::from_secs(60)).await.unwrap();
-    let job = trigger(&r1.base_url, "faults.big", "compact")
+    // Mid-rewrite: a Z-order, long enough to outlast the abandon deadline. Right after
+    // the claim: a compaction, short enough that a worker wrongly starting it late, while
+    // still cut off, could finish it before its (wrongly late) deadline.
+    let operation = match cut {
+        CutOff::MidOperation => "zorder",
+        CutOff::AfterClaim => "compact",
+    };
+    let job = trigger(&r1.base_url, "faults.big", operation)
         .await
         .unwrap();
     // Poll tightly: the partition must start while the job is r1's.
@@ -121,14 +134,14 @@ async fn cut_off_scenario(cut: CutOff) {
             .unwrap();
         let ready = match cut {
             CutOff::AfterClaim => state == "running",
-            CutOff::MidOperation => r1.log().contains("tablekeeper_delta::compact: compacting"),
+            CutOff::MidOperation => r1.log().contains("tablekeeper_delta::zorder: z-ordering"),
         };
         if ready {
             break;
         }
         assert!(
             state == "queued" || state == "running",
-            "r1's compaction ended before it could be cut off: {state}"
+            "r1's rewrite ended before it could be cut off: {state}"
         );
         assert!(
             std::time::Instant::now() < deadline,
@@ -137,24 +150,27 @@ async fn cut_off_scenario(cut: CutOff) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Partition r1 from Postgres mid-compaction; r2 (direct connection) will reap the job.
+    // Partition r1 from Postgres mid-rewrite; r2 (direct connection) will reap the job.
     proxy.freeze();
     let r2 = Daemon::start("r2", dir.path(), &daemon_env(&db.url, &inv.path, lease, 1)).unwrap();
     r2.wait_ready(Duration::from_secs(60)).await.unwrap();
-    wait_until(
-        Duration::from_secs(120),
-        "r2 to finish the compaction",
-        || async {
-            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-                .bind(job)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            state == "succeeded"
-        },
-    )
+    wait_until(Duration::from_secs(120), "the job to end", || async {
+        let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        state == "succeeded" || state == "failed"
+    })
     .await
     .unwrap_or_else(|e| panic!("{e}; r1 log:\n{}\nr2 log:\n{}", r1.log(), r2.log()));
+    let (state, error): (String, Option<String>) =
+        sqlx::query_as("SELECT state, error FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "succeeded", "the job failed: {error:?}");
     // Give r1 every chance to commit late, then reconnect it.
     tokio::time::sleep(lease * 2).await;
     proxy.thaw();
@@ -176,26 +192,43 @@ async fn cut_off_scenario(cut: CutOff) {
         before,
         "rows duplicated or lost"
     );
+    let commits = optimize_commits_after(&table, last_version);
     assert_eq!(
-        optimize_commits_after(&table, last_version),
+        commits.len(),
         1,
-        "exactly one compaction may commit; r1 log:\n{}",
+        "exactly one rewrite may commit; r1 log:\n{}",
         r1.log()
     );
-    let result = sqlx::query("SELECT result, worker_id FROM jobs WHERE id = $1")
+    let (worker, report): (String, serde_json::Value) =
+        sqlx::query_as("SELECT worker_id, result FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(worker.starts_with("r2/"), "{worker}");
+    if report["files_removed"].as_u64().unwrap_or(0) == 0 {
+        // r1 committed the rewrite: only allowed while it still held the lease, i.e.
+        // before r2's attempt began.
+        let taken_over: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+            "SELECT started_at FROM job_attempts WHERE job_id = $1 AND worker_id LIKE 'r2/%'",
+        )
         .bind(job)
         .fetch_one(&pool)
         .await
         .unwrap();
-    let worker: String = result.get("worker_id");
-    let report: serde_json::Value = result.get("result");
-    assert!(worker.starts_with("r2/"), "{worker}");
-    assert!(
-        report["files_removed"].as_u64().unwrap_or(0) > 0,
-        "r2 found nothing to compact, so r1 committed a compaction: either after its lease \
-         was taken over (a safety bug), or before it was cut off (the table is too small for \
-         this machine to exercise the race): {report}"
-    );
+        assert!(
+            cut == CutOff::AfterClaim,
+            "r1 finished its Z-order before it was cut off: the table is too small for this \
+             machine to exercise the race"
+        );
+        assert!(
+            commits[0] < taken_over.timestamp_millis(),
+            "r1 committed at {} ms, after r2 took the job over at {taken_over}: a worker \
+             rewrote the table without its lease; r1 log:\n{}",
+            commits[0],
+            r1.log()
+        );
+    }
     let outcomes: Vec<Option<String>> =
         sqlx::query_scalar("SELECT outcome FROM job_attempts WHERE job_id = $1 ORDER BY attempt")
             .bind(job)
