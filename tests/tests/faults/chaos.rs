@@ -58,7 +58,7 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
         .collect();
     let inv = InventoryFile::write(dir.path(), DEFAULTS, &entries).unwrap();
     let env = daemon_env(&db.url, &inv.path, Duration::from_secs(3), 2);
-    let mut generation = vec![0u32; REPLICAS];
+    let mut generation = [0u32; REPLICAS];
     let start = |i: usize, g: u32| Daemon::start(&format!("r{i}g{g}"), dir.path(), &env).unwrap();
     let mut replicas: Vec<Daemon> = (0..REPLICAS).map(|i| start(i, 0)).collect();
     for r in &replicas {

@@ -69,7 +69,7 @@ async fn a_writer_racing_maintenance_loses_and_duplicates_nothing() {
             9 if step % 30 == 9 => writer.overwrite(400).await.unwrap(),
             _ => writer.append(60).await.unwrap(),
         }
-        if step % 10 == 0 && started.elapsed() > Duration::from_secs(20) {
+        if step.is_multiple_of(10) && started.elapsed() > Duration::from_secs(20) {
             let m = daemon.metrics().await.unwrap();
             let conflicts = counter_sum(&m, "tablekeeper_commit_conflicts_total");
             let ops = count(
