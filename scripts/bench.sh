@@ -18,7 +18,8 @@
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_ONLY                     space-separated subset of "jobs compact growth probe fleet"
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
-# Writes bench-results/*.json (summary.json holds the ratios) and prints markdown tables.
+# Writes bench-results/*.json (smoke: bench-results/smoke/, release: bench-results/release/;
+# summary.json holds the ratios and goal verdicts) and prints markdown tables.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -37,7 +38,11 @@ PROFILE="${BENCH_PROFILE:-debug}"
 # pinned: the python engine we compare against (latest on PyPI when this was written)
 PY_DELTALAKE_VERSION="1.6.6"
 ONLY="${BENCH_ONLY:-jobs compact growth probe fleet}"
+# smoke and release figures go to their own folders so they never overwrite or mix with
+# the full debug run's (the one BENCHMARKS.md quotes)
 RESULTS=bench-results
+if [[ "$PROFILE" == "release" ]]; then RESULTS="$RESULTS/release"; fi
+if [[ -n "$SMOKE" ]]; then RESULTS="$RESULTS/smoke"; fi
 DATA=bench-data/compact
 VENV=.venv-bench
 PGBENCH_DB=tk_bench_pgbench
@@ -69,12 +74,19 @@ for section in $ONLY; do
 done
 now() { date +%s.%N; }
 BENCH_STARTED=$(now)
+# the machine may be shared: record how busy it was around the run
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 echo "== building tk-bench and tablekeeper ($PROFILE)" >&2
 if [[ "${BENCH_SKIP_BUILD:-0}" == "1" ]]; then
   echo "BENCH_SKIP_BUILD=1: using the binaries already built" >&2
 elif [[ "$PROFILE" == "release" ]]; then
-  nice -n 19 cargo build --workspace --bins --release >&2
+  # no debug artifacts to share: build only what the chosen sections run
+  if wants fleet; then
+    nice -n 19 cargo build --workspace --bins --release >&2
+  else
+    nice -n 19 cargo build -p tablekeeper-tests --bin tk-bench --release >&2
+  fi
 else
   # workspace-wide on purpose: a per-package build unifies features differently and
   # rebuilds DataFusion (10+ minutes) instead of reusing the workspace's artifacts
@@ -82,7 +94,9 @@ else
 fi
 TK_BENCH="$CARGO_TARGET_DIR/$PROFILE/tk-bench"
 TABLEKEEPER="$CARGO_TARGET_DIR/$PROFILE/tablekeeper"
-for bin in "$TK_BENCH" "$TABLEKEEPER"; do
+NEEDED=("$TK_BENCH")
+if wants fleet; then NEEDED+=("$TABLEKEEPER"); fi
+for bin in "${NEEDED[@]}"; do
   if [[ ! -x "$bin" ]]; then
     echo "$bin is missing: build it with scripts/bench.sh without BENCH_SKIP_BUILD, or cargo build --workspace --bins (add --release for BENCH_PROFILE=release)" >&2
     exit 1
@@ -220,15 +234,33 @@ if wants fleet; then
   echo "== tk-bench fleet (tablekeeper run, $PROFILE build)" >&2
   TABLEKEEPER_TEST_DATABASE_URL="$PG_URL" "$TK_BENCH" fleet $SMOKE --dir bench-data/fleet \
     --tablekeeper "$TABLEKEEPER" --out "$RESULTS/fleet.json" >/dev/null
+  # peak memory of loading each inventory alone (GNU time's %M, in KB), when installed
+  if [[ -x /usr/bin/time ]]; then
+    echo "== tablekeeper validate peak RSS (/usr/bin/time)" >&2
+    {
+      echo "{"
+      first=1
+      for inv in bench-data/fleet/inventory-*.yaml; do
+        n=${inv##*inventory-}; n=${n%.yaml}
+        kb=$(/usr/bin/time -f '%M' "$TABLEKEEPER" validate "$inv" 2>&1 >/dev/null | tail -1)
+        [[ $first == 1 ]] || echo ","
+        first=0
+        printf '"%s": %s' "$n" "$kb"
+      done
+      echo "}"
+    } >"$RESULTS/fleet-validate-rss.json"
+  fi
 fi
 
 BENCH_SECONDS=$(echo "$(now) - $BENCH_STARTED" | bc -l)
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 # summary: summary.json and markdown tables of whatever ran ---------------------------------
-"$PY" - "$RESULTS" "$PROFILE" "${SMOKE:-full}" "$BENCH_SECONDS" <<'PY_SUMMARY'
+"$PY" - "$RESULTS" "$PROFILE" "${SMOKE:-full}" "$BENCH_SECONDS" "$LOAD_BEFORE" "$LOAD_AFTER" <<'PY_SUMMARY'
 import json, os, sys
 
 results, profile, mode, wall = sys.argv[1], sys.argv[2], sys.argv[3].lstrip("-"), float(sys.argv[4])
+load_before, load_after = sys.argv[5], sys.argv[6]
 
 
 def load(name):
@@ -237,9 +269,11 @@ def load(name):
 
 
 ok = lambda b: "met" if b else "**missed**"
-summary = {"mode": mode, "build_profile": profile, "wall_seconds": wall, "goals_met": {}}
+summary = {"mode": mode, "build_profile": profile, "wall_seconds": wall,
+           "loadavg_before": load_before, "loadavg_after": load_after, "goals_met": {}}
 goals = summary["goals_met"]
 print(f"\n### tablekeeper benchmarks ({mode}, {profile} build, {wall:.0f} s wall time)\n")
+print(f"Load average (1, 5, 15 min) before: {load_before}; after: {load_after}.\n")
 
 pgbench, jobs = load("pgbench.json"), load("jobs.json")
 if pgbench and jobs:
@@ -350,6 +384,9 @@ if fleet:
     row("/metrics size", lambda s: f"{s['replica']['metrics_bytes'] / 1024:.0f} KiB, {s['replica']['metrics_series']:,} series")
     row("enqueue one job per table, Postgres", lambda s: f"{s['enqueue_postgres']['seconds']:.2f} s ({s['enqueue_postgres']['jobs_per_sec']:.0f}/s)")
     row("enqueue one job per table, SQLite", lambda s: f"{s['enqueue_sqlite']['seconds']:.2f} s ({s['enqueue_sqlite']['jobs_per_sec']:.0f}/s)")
+    vrss = load("fleet-validate-rss.json")
+    if vrss:
+        row("tablekeeper validate peak RSS", lambda s: f"{vrss.get(str(s['tables']), 0) / 1024:.0f} MB")
     pm = fleet["prober_in_process"]
     print(f"\nIn tk-bench's own process, one Prober holding all {pm['tables']:,} tables: RSS {pm['rss_before_mb']:.0f} -> {pm['rss_with_prober_mb']:.0f} MB ({pm['kb_per_table']:.0f} KB per table, a lower bound); {pm['rss_after_drop_mb']:.0f} MB after dropping it.")
     print()
