@@ -1,8 +1,12 @@
 //! A TCP proxy between a daemon and Postgres that a test can freeze: bytes stop flowing in
 //! both directions and new connections hang, like a network partition (no reset, no error,
-//! just silence). Thawing resumes every connection where it stopped.
+//! just silence). Thawing resumes every connection where it stopped. It can also go silent
+//! on the connections open now only, for good, while new ones work: a half-open connection
+//! (a peer that vanished without a FIN, a NAT entry dropped).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -14,8 +18,16 @@ use tokio_util::sync::CancellationToken;
 pub struct PgProxy {
     /// Loopback port the proxy listens on.
     pub port: u16,
-    frozen: watch::Sender<bool>,
+    state: watch::Sender<Traffic>,
+    next_id: Arc<AtomicU64>,
     stop: CancellationToken,
+}
+
+/// What may flow: nothing while `frozen`; never on connections numbered below `cut_before`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Traffic {
+    frozen: bool,
+    cut_before: u64,
 }
 
 impl PgProxy {
@@ -23,14 +35,16 @@ impl PgProxy {
     pub async fn start(upstream: SocketAddr) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
-        let (frozen, _) = watch::channel(false);
+        let (state, _) = watch::channel(Traffic::default());
         let stop = CancellationToken::new();
         let proxy = Self {
             port,
-            frozen,
+            state,
+            next_id: Arc::new(AtomicU64::new(0)),
             stop: stop.clone(),
         };
-        let frozen_rx = proxy.frozen.subscribe();
+        let state_rx = proxy.state.subscribe();
+        let next_id = Arc::clone(&proxy.next_id);
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -38,12 +52,15 @@ impl PgProxy {
                     accepted = listener.accept() => accepted,
                 };
                 let Ok((client, _)) = accepted else { continue };
-                let frozen = frozen_rx.clone();
+                let gate = Gate {
+                    id: next_id.fetch_add(1, Ordering::SeqCst),
+                    state: state_rx.clone(),
+                };
                 let stop = stop.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         () = stop.cancelled() => {}
-                        () = serve(client, upstream, frozen) => {}
+                        () = serve(client, upstream, gate) => {}
                     }
                 });
             }
@@ -65,11 +82,17 @@ impl PgProxy {
 
     /// Stops all traffic (existing and new connections) until [`PgProxy::thaw`].
     pub fn freeze(&self) {
-        self.frozen.send_replace(true);
+        self.state.send_modify(|t| t.frozen = true);
     }
 
     pub fn thaw(&self) {
-        self.frozen.send_replace(false);
+        self.state.send_modify(|t| t.frozen = false);
+    }
+
+    /// Silences every connection open now, for good; later connections work.
+    pub fn cut_existing(&self) {
+        let next = self.next_id.load(Ordering::SeqCst);
+        self.state.send_modify(|t| t.cut_before = next);
     }
 }
 
@@ -79,38 +102,52 @@ impl Drop for PgProxy {
     }
 }
 
-async fn wait_thawed(frozen: &mut watch::Receiver<bool>) {
-    // An error means the proxy is gone; the connection task is cancelled right after.
-    let _ = frozen.wait_for(|f| !*f).await;
+/// One connection's view of the proxy state.
+#[derive(Debug, Clone)]
+struct Gate {
+    id: u64,
+    state: watch::Receiver<Traffic>,
 }
 
-async fn serve(client: TcpStream, upstream: SocketAddr, mut frozen: watch::Receiver<bool>) {
-    wait_thawed(&mut frozen).await;
+impl Gate {
+    /// Returns once bytes may flow on this connection (never, once it was cut).
+    async fn open(&mut self) {
+        let id = self.id;
+        // An error means the proxy is gone; the connection task is cancelled right after.
+        let _ = self
+            .state
+            .wait_for(|t| !t.frozen && id >= t.cut_before)
+            .await;
+    }
+}
+
+async fn serve(client: TcpStream, upstream: SocketAddr, mut gate: Gate) {
+    gate.open().await;
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     tokio::select! {
-        () = pump(client_read, server_write, frozen.clone()) => {}
-        () = pump(server_read, client_write, frozen) => {}
+        () = pump(client_read, server_write, gate.clone()) => {}
+        () = pump(server_read, client_write, gate) => {}
     }
 }
 
-/// Copies bytes one way, holding each chunk while the proxy is frozen.
+/// Copies bytes one way, holding each chunk while the gate is shut.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut frozen: watch::Receiver<bool>,
+    mut gate: Gate,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        wait_thawed(&mut frozen).await;
+        gate.open().await;
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        wait_thawed(&mut frozen).await;
+        gate.open().await;
         if to.write_all(&buf[..n]).await.is_err() {
             return;
         }

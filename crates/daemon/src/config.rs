@@ -31,6 +31,9 @@ const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// database round trip.
 const MIN_LEASE: Duration = Duration::from_secs(2);
 
+/// Shortest `store_timeout` accepted.
+const MIN_STORE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Default database: an embedded SQLite file in the working directory (one replica only).
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://tablekeeper.db";
 /// Default name of the environment variable holding the admin bearer token.
@@ -50,6 +53,7 @@ struct RawConfig {
     shutdown_grace: Option<String>,
     poll_interval: Option<String>,
     probe_interval: Option<String>,
+    store_timeout: Option<String>,
 }
 
 /// The validated daemon configuration.
@@ -65,6 +69,9 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     pub poll_interval: Duration,
     pub probe_interval: Duration,
+    /// Longest a job store call may take before it fails (and is retried): bounds how long
+    /// a silently dead connection can hold a worker.
+    pub store_timeout: Duration,
     /// The admin bearer token read from the variable named by `admin_token_env` at load
     /// time; `None` when unset or empty (mutating routes then answer 403).
     pub admin_token: Option<AdminToken>,
@@ -224,6 +231,22 @@ impl DaemonConfig {
         let poll_interval = duration("poll_interval", raw.poll_interval, DEFAULT_POLL_INTERVAL)?;
         let probe_interval =
             duration("probe_interval", raw.probe_interval, DEFAULT_PROBE_INTERVAL)?;
+        let store_timeout = duration(
+            "store_timeout",
+            raw.store_timeout,
+            tablekeeper_store::DEFAULT_CALL_TIMEOUT,
+        )?;
+        if store_timeout < MIN_STORE_TIMEOUT {
+            return Err(ConfigError::Value {
+                key: "store_timeout",
+                origin: "config".into(),
+                message: format!(
+                    "{} is too short: use at least {} (a busy database may take that long)",
+                    humantime::format_duration(store_timeout),
+                    humantime::format_duration(MIN_STORE_TIMEOUT)
+                ),
+            });
+        }
 
         let admin_token = env(&admin_token_env)
             .filter(|t| !t.trim().is_empty())
@@ -240,6 +263,7 @@ impl DaemonConfig {
             shutdown_grace,
             poll_interval,
             probe_interval,
+            store_timeout,
         })
     }
 }
@@ -309,6 +333,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("TABLEKEEPER_WORKERS"), "{e}");
+    }
+
+    #[test]
+    fn store_timeout_defaults_and_bounds() {
+        let c = load("", &[]).unwrap();
+        assert_eq!(c.store_timeout, tablekeeper_store::DEFAULT_CALL_TIMEOUT);
+        let c = load("store_timeout: 10s\n", &[]).unwrap();
+        assert_eq!(c.store_timeout, Duration::from_secs(10));
+        let e = load("", &[("TABLEKEEPER_STORE_TIMEOUT", "200ms")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("store_timeout") && e.contains("too short"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -69,6 +69,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A call that got no answer within `limit` (the database or the network to it went
+    /// silent). Retryable, like any other outage.
+    pub(crate) fn no_answer(limit: std::time::Duration) -> Self {
+        Self::Unavailable {
+            source: sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer within {limit:?}: the database or the network to it is not responding"
+                ),
+            )),
+        }
+    }
+
     /// True when the same call may succeed later without anyone changing anything.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. } | Self::Contention { .. })

@@ -93,4 +93,4 @@ pub use observed::{StoreObserver, StoreOp};
 pub use postgres::{PgJobStore, MIGRATOR as POSTGRES_MIGRATOR};
 pub use retry::RetryPolicy;
 pub use sqlite::{SqliteJobStore, MIGRATOR as SQLITE_MIGRATOR};
-pub use store::{connect, scheme_of, Backend, JobStore, StoreOptions};
+pub use store::{connect, scheme_of, Backend, JobStore, StoreOptions, DEFAULT_CALL_TIMEOUT};

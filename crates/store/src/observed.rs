@@ -2,7 +2,11 @@
 //! structured fields, and tells an optional [`StoreObserver`] (the daemon's metrics).
 //!
 //! It owns the closed list of store operations ([`StoreOp`]), whose names are bounded
-//! metric label values. It must never change what a call does.
+//! metric label values. It never changes what a call does, with one exception: a call
+//! that has not answered within the call timeout is dropped and fails as `Unavailable`
+//! (see [`crate::StoreOptions::call_timeout`]); a dropped call's transaction never
+//! commits half-way, and a claim or renewal it might still have made lands on a lease the
+//! worker no longer counts on.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -105,11 +109,20 @@ pub trait StoreObserver: Send + Sync + std::fmt::Debug {
 pub(crate) struct ObservedStore {
     inner: Arc<dyn JobStore>,
     observer: Option<Arc<dyn StoreObserver>>,
+    call_timeout: Option<Duration>,
 }
 
 impl ObservedStore {
-    pub(crate) fn new(inner: Arc<dyn JobStore>, observer: Option<Arc<dyn StoreObserver>>) -> Self {
-        Self { inner, observer }
+    pub(crate) fn new(
+        inner: Arc<dyn JobStore>,
+        observer: Option<Arc<dyn StoreObserver>>,
+        call_timeout: Option<Duration>,
+    ) -> Self {
+        Self {
+            inner,
+            observer,
+            call_timeout,
+        }
     }
 
     async fn observe<T>(
@@ -118,7 +131,13 @@ impl ObservedStore {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let result = call.await;
+        let result = match self.call_timeout {
+            // migrations may legitimately run long on a big job table
+            Some(limit) if op != StoreOp::Migrate => tokio::time::timeout(limit, call)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::no_answer(limit))),
+            _ => call.await,
+        };
         let elapsed = started.elapsed();
         let backend = self.inner.backend();
         if let Err(err) = &result {

@@ -147,6 +147,10 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     async fn close(&self);
 }
 
+/// Default [`StoreOptions::call_timeout`]: far above any statement the store runs (they
+/// take milliseconds), far below the kernel's TCP retransmission limit.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connection settings shared by both backends.
 #[derive(Clone)]
 pub struct StoreOptions {
@@ -158,6 +162,12 @@ pub struct StoreOptions {
     /// Do not connect until the first call. `connect` then succeeds even while the
     /// database is down, and `ping` reports when it is reachable.
     pub connect_lazily: bool,
+    /// Longest any call (except `migrate`) may take before it fails with `Unavailable`.
+    /// sqlx has no query timeout and sets no TCP keepalive, so without this a call on a
+    /// connection whose peer vanished silently (a network partition, a dropped NAT entry)
+    /// would wait for the kernel to give up, which takes up to 15 minutes, holding its
+    /// worker all that time. `None` waits forever.
+    pub call_timeout: Option<Duration>,
     /// Told about every call (operation, duration, error): hook for metrics.
     pub observer: Option<Arc<dyn StoreObserver>>,
 }
@@ -168,6 +178,7 @@ impl fmt::Debug for StoreOptions {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("connect_lazily", &self.connect_lazily)
+            .field("call_timeout", &self.call_timeout)
             .field("observer", &self.observer.is_some())
             .finish()
     }
@@ -183,6 +194,7 @@ impl Default for StoreOptions {
             // instead of queueing behind a dead database.
             acquire_timeout: Duration::from_secs(5),
             connect_lazily: false,
+            call_timeout: Some(DEFAULT_CALL_TIMEOUT),
             observer: None,
         }
     }
@@ -200,7 +212,11 @@ pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn JobStore>,
         Backend::Postgres => Arc::new(PgJobStore::connect(url, &opts).await?),
         Backend::Sqlite => Arc::new(SqliteJobStore::connect(url, &opts).await?),
     };
-    Ok(Arc::new(ObservedStore::new(inner, observer)))
+    Ok(Arc::new(ObservedStore::new(
+        inner,
+        observer,
+        opts.call_timeout,
+    )))
 }
 
 /// The backend a URL names, or a `Config` error saying which URLs work.

@@ -11,6 +11,7 @@
 mod bad_input;
 mod chaos;
 mod damaged_table;
+mod half_open;
 mod lease_takeover;
 mod postgres_restart;
 mod replica_killed;

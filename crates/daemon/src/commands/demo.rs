@@ -93,6 +93,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         shutdown_grace: Duration::from_secs(30),
         poll_interval: Duration::from_millis(500),
         probe_interval: Duration::from_secs(5),
+        store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
     };
     let base = format!("http://{}", config.listen);
     println!("tablekeeper demo");

@@ -65,7 +65,10 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     };
     let store = tablekeeper_store::connect(
         &config.database_url,
-        tablekeeper_store::StoreOptions::default(),
+        tablekeeper_store::StoreOptions {
+            call_timeout: Some(config.store_timeout),
+            ..tablekeeper_store::StoreOptions::default()
+        },
     )
     .await
     .map_err(|e| {
