@@ -35,7 +35,7 @@ use uuid::Uuid;
 use crate::error::DeltaError;
 use crate::log::{decode_path, list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::{open_table, open_table_at};
+use crate::open::{open_table, open_table_at, table_url};
 use crate::presence::ensure_present;
 use crate::report::{MaintenanceOp, OpReport};
 use crate::retention::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
@@ -212,7 +212,11 @@ pub async fn vacuum(
             .map_err(|err| DeltaError::delta(uri, "vacuum", err))
     })
     .await?;
-    let deleted: BTreeSet<String> = deleted.iter().map(|raw| decode_path(raw)).collect();
+    let roots = root_prefixes(uri);
+    let deleted: BTreeSet<String> = deleted
+        .iter()
+        .map(|raw| relative_to_root(raw, &roots))
+        .collect();
     let unexpected: Vec<String> = deleted
         .iter()
         .filter(|p| !listed.contains_key(*p))
@@ -242,6 +246,33 @@ pub async fn vacuum(
         .collect();
     report.version_after = report.commits.last().copied();
     Ok(report.finish(started))
+}
+
+/// The forms in which deltalake may report a path under the table root: as a URL and, for
+/// local tables, as an absolute file path (deltalake 1.1 reports a file that was already
+/// gone that way), each with a trailing slash.
+fn root_prefixes(uri: &str) -> Vec<String> {
+    let mut roots = Vec::new();
+    if let Ok(url) = table_url(uri) {
+        let text = url.as_str();
+        roots.push(format!("{}/", text.trim_end_matches('/')));
+        if let Ok(path) = url.to_file_path() {
+            roots.push(format!(
+                "{}/",
+                path.display().to_string().trim_end_matches('/')
+            ));
+        }
+    }
+    roots
+}
+
+/// A path deltalake reported for a deletion, relative to the table root and decoded.
+fn relative_to_root(raw: &str, roots: &[String]) -> String {
+    let relative = roots
+        .iter()
+        .find_map(|root| raw.strip_prefix(root.as_str()))
+        .unwrap_or(raw);
+    decode_path(relative)
 }
 
 /// Sizes of the listed files that still exist; files already gone are left out.
