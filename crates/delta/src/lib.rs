@@ -45,7 +45,7 @@ pub use error::{classify_delta_error, DeltaError, ErrorClass};
 pub use guard::{removed_but_inactive, verify_rewrite_commit};
 pub use maintainable::{check_maintainable, TableProtocol};
 pub use open::{open_table, register_handlers, table_url};
-pub use probe::{Probe, ProbeOptions, Prober};
+pub use probe::{Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY};
 pub use report::{MaintenanceOp, OpReport, RetentionDrift, MAX_REPORTED_PATHS};
 pub use retention::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,

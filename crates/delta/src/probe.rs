@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deltalake::DeltaTable;
@@ -28,7 +29,10 @@ use crate::zorder::{files_added_since, FilesAddedSince};
 /// One hour, the window of `commits_per_hour`.
 const HOUR_MS: i64 = 3_600_000;
 
-/// What counts as a small file.
+/// How often a probe re-checks that every active file exists ([`ProbeOptions::presence_every`]).
+pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(600);
+
+/// What counts as a small file, and how often files are checked for presence.
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeOptions {
     /// The table's target file size, in bytes.
@@ -36,6 +40,12 @@ pub struct ProbeOptions {
     /// A file is small when under `small_file_factor × target_file_size`
     /// (default [`DEFAULT_SMALL_FILE_FACTOR`], 0.75).
     pub small_file_factor: f64,
+    /// A probe lists the table's files to find active files missing from storage (the
+    /// damage check) on the first probe, then at most this often while the table is
+    /// intact, and on every probe while it is damaged. The listing costs one LIST request
+    /// per 1,000 objects, so it is not repeated on every probe of a large table; every
+    /// maintenance operation runs the check itself before it changes anything.
+    pub presence_every: Duration,
 }
 
 impl ProbeOptions {
@@ -44,6 +54,7 @@ impl ProbeOptions {
         ProbeOptions {
             target_file_size,
             small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+            presence_every: DEFAULT_PRESENCE_EVERY,
         }
     }
 }
@@ -165,6 +176,8 @@ impl History {
 struct Tracked {
     table: DeltaTable,
     history: History,
+    /// When the last damage check found every file present.
+    presence_ok_at: Option<Instant>,
 }
 
 /// Probes tables from their logs, keeping each table loaded between probes.
@@ -220,6 +233,7 @@ impl Prober {
                 *guard = Some(Tracked {
                     table,
                     history: History::default(),
+                    presence_ok_at: None,
                 });
             }
         }
@@ -276,7 +290,14 @@ async fn probe_tracked(
                 .or_insert(0u64) += 1;
         }
     }
-    crate::presence::ensure_present(table, uri, &files).await?;
+    if tracked
+        .presence_ok_at
+        .is_none_or(|at| at.elapsed() >= options.presence_every)
+    {
+        tracked.presence_ok_at = None;
+        crate::presence::ensure_present(table, uri, &files).await?;
+        tracked.presence_ok_at = Some(Instant::now());
+    }
     drop(files);
 
     let log_store = table.log_store();

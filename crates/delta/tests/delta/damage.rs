@@ -74,14 +74,23 @@ async fn a_missing_data_file_is_reported_and_the_table_is_never_maintained() {
     }
     t.delete("id < 5").await;
     let prober = Prober::new();
-    let options = ProbeOptions::for_target(TARGET);
-    prober.probe(&t.uri, &options).await.expect("intact table");
+    // the default re-lists files at most every 10 minutes while a table is intact
+    let lazy = ProbeOptions::for_target(TARGET);
+    prober.probe(&t.uri, &lazy).await.expect("intact table");
+    let options = ProbeOptions {
+        presence_every: Duration::ZERO,
+        ..lazy
+    };
 
     // someone deletes a data file by hand
     let victim = t.active_paths().await.into_iter().next().expect("a file");
     let victim_path = t.path().join(&victim);
     let saved = std::fs::read(&victim_path).expect("read victim");
     std::fs::remove_file(&victim_path).expect("remove victim");
+    prober
+        .probe(&t.uri, &lazy)
+        .await
+        .expect("inside the presence interval the probe does not list again");
 
     let err = prober
         .probe(&t.uri, &options)
