@@ -13,7 +13,7 @@
 //!
 //! This module must never return an inventory when any problem was found.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -116,10 +116,24 @@ fn single_defaults<'d>(
 /// with the location of the first.
 fn check_unique_tables(drafts: &[FileDraft], problems: &mut Vec<Problem>) {
     let tables: Vec<_> = drafts.iter().flat_map(|d| &d.tables).collect();
+    // First entry per name and per path identity: one pass, however large the inventory.
+    let mut first_by_name: HashMap<&str, usize> = HashMap::new();
+    let mut first_by_path: HashMap<&str, usize> = HashMap::new();
     for (index, table) in tables.iter().enumerate() {
-        let earlier = &tables[..index];
+        let first_name = table
+            .name
+            .get()
+            .map(|n| *first_by_name.entry(n.as_str()).or_insert(index))
+            .filter(|&first| first != index)
+            .map(|first| tables[first]);
+        let first_path = table
+            .path
+            .get()
+            .map(|p| *first_by_path.entry(p.identity.as_str()).or_insert(index))
+            .filter(|&first| first != index)
+            .map(|first| tables[first]);
         if let Some(name) = table.name.at() {
-            if let Some(first) = earlier.iter().find(|t| t.name.get() == Some(&name.value)) {
+            if let Some(first) = first_name {
                 let at = first.name.at().map_or(first.loc, |a| a.loc);
                 problems.push(problem(
                     &table.file,
@@ -138,11 +152,7 @@ fn check_unique_tables(drafts: &[FileDraft], problems: &mut Vec<Problem>) {
             }
         }
         if let Some(path) = table.path.at() {
-            if let Some(first) = earlier.iter().find(|t| {
-                t.path
-                    .get()
-                    .is_some_and(|p| p.identity == path.value.identity)
-            }) {
+            if let Some(first) = first_path {
                 let at = first.path.at().map_or(first.loc, |a| a.loc);
                 let first_name = first
                     .label
