@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use futures::StreamExt;
 use tablekeeper_inventory::Operation;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -70,13 +71,19 @@ pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
     }
 }
 
-/// Probes every table in turn. Sequential on purpose: probes read only the log, and a
-/// fleet of thousands must not open thousands of object-store connections at once.
+/// Tables probed at once. Probes wait on storage round trips (object stores: tens of
+/// milliseconds each), so one at a time would take minutes per round for a large fleet;
+/// a small bound keeps a fleet of thousands from opening thousands of connections at once.
+const PROBE_CONCURRENCY: usize = 8;
+
+/// Probes every table, [`PROBE_CONCURRENCY`] at a time.
 pub async fn probe_all_fleet(fleet: &Fleet) {
     let inventory = fleet.inventory();
-    for spec in &inventory.tables {
-        let _ = fleet.probe(spec).await;
-    }
+    futures::stream::iter(&inventory.tables)
+        .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
+            let _ = fleet.probe(spec).await;
+        })
+        .await;
 }
 
 async fn refresh_store_gauges(rt: &Runtime) {
