@@ -45,6 +45,21 @@ const CONFLICT_RETRIES: u32 = 3;
 /// The Z-order column (a non-partition column with many distinct values).
 const ZORDER_COLUMN: &str = "user_id";
 
+/// Simulated time runs thousands of times faster than the clock tombstones expire by, so
+/// the scheduled table gets a deleted-file retention of one second (property and inventory
+/// agree) and a checkpoint a day: tombstones then expire and leave the log at the next
+/// checkpoint, as they do in real time when a table checkpoints more often than its
+/// retention. Without this, every VACUUM re-lists every file deleted since day 1.
+const SIMULATED_RETENTION_PROPERTY: (&str, &str) =
+    ("delta.deletedFileRetentionDuration", "interval 1 second");
+/// The scheduled table also keeps its log for one simulated day (log cleanup at each
+/// checkpoint), like a table older than its log retention; a second copy keeps the
+/// default 30 days of log (every commit of the month stays in `_delta_log`), like a table
+/// in its first month.
+const SIMULATED_LOG_RETENTION_PROPERTY: (&str, &str) =
+    ("delta.logRetentionDuration", "interval 1 second");
+const SIMULATED_RETENTION: std::time::Duration = std::time::Duration::from_millis(1100);
+
 /// Shape of each day's new data.
 #[derive(Debug, Clone, Copy)]
 struct DailyLoad {
@@ -72,10 +87,14 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
     };
     let dir = fresh_dir(dir)?;
     let scheduled = path_str(&dir.join("scheduled"))?;
+    let long_log = path_str(&dir.join("scheduled_long_log"))?;
     let whole = path_str(&dir.join("whole_compact"))?;
     let z_scoped = path_str(&dir.join("zorder_scoped"))?;
     let z_whole = path_str(&dir.join("zorder_whole"))?;
     let spec = inventory_spec(&dir, &scheduled)?;
+    let mut long_log_spec = spec.clone();
+    long_log_spec.path = long_log.clone();
+    long_log_spec.retention.log_retention = std::time::Duration::from_secs(30 * 86_400);
     if u64::from(load.files) < u64::from(spec.compaction.min_small_files) {
         bail!(
             "{} files a day would never reach min_small_files {}: raise DailyLoad::files",
@@ -93,6 +112,7 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
 
     let probe_options = ProbeOptions::for_target(spec.compaction.target_file_size);
     let scheduled_prober = Prober::new();
+    let long_log_prober = Prober::new();
     let zorder_prober = Prober::new();
     let first_day = NaiveDate::from_ymd_opt(2026, 1, 1).context("a valid start date")?;
     let mut rows_out = Vec::new();
@@ -104,53 +124,44 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
             .context("day out of range")?
             .to_string();
         let written_at = Instant::now();
-        for table in [&scheduled, &whole, &z_scoped, &z_whole] {
-            write_day(table, &day, load).await?;
+        for table in [&scheduled, &long_log, &whole, &z_scoped, &z_whole] {
+            let properties: &[(&str, &str)] = if table == &scheduled {
+                &[
+                    SIMULATED_RETENTION_PROPERTY,
+                    SIMULATED_LOG_RETENTION_PROPERTY,
+                ]
+            } else if table == &long_log {
+                &[SIMULATED_RETENTION_PROPERTY]
+            } else {
+                &[]
+            };
+            write_day(table, &day, load, properties).await?;
         }
         let write_secs = secs(written_at);
 
         // scheduled path: probe, need check, compact, checkpoint if due, vacuum
-        let t = Instant::now();
-        let probe = scheduled_prober.probe(&scheduled, &probe_options).await?;
-        let probe_secs = secs(t);
-        let min = u64::from(spec.compaction.min_small_files);
-        let needed = probe.small_files_by_partition.values().any(|n| *n >= min);
-        let compaction = if needed {
-            let options = CompactOptions {
-                target_file_size: spec.compaction.target_file_size,
-                min_small_files: min,
-                small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
-                dry_run: false,
-                max_conflict_retries: CONFLICT_RETRIES,
-            };
-            let t = Instant::now();
-            let report = compact(&scheduled, &options, &cancel).await?;
-            Some(op_figures(&report, secs(t)))
-        } else {
-            None
-        };
-        // the worker re-probes after a success; the checkpoint tick reads that probe
-        let probe = scheduled_prober.probe(&scheduled, &probe_options).await?;
-        let checkpoint_figures =
-            if probe.commits_since_checkpoint >= spec.checkpoint.max_commits_since_checkpoint {
-                let options = CheckpointOptions {
-                    max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
-                    log_retention: spec.retention.log_retention,
-                    force: false,
-                };
-                let t = Instant::now();
-                let report = checkpoint(&scheduled, &options, &cancel).await?;
-                Some(op_figures(&report, secs(t)))
-            } else {
-                None
-            };
-        let vacuum_options = VacuumOptions {
-            inventory_retention: spec.retention.deleted_file_retention,
-            allow_short_retention: spec.retention.allow_short_retention,
-            mode: VacuumMode::Lite,
-            dry_run: false,
-        };
-        let vacuum_figures = run_vacuum(&scheduled, &vacuum_options, &cancel).await?;
+        let ScheduledDay {
+            probe_secs,
+            probe,
+            compaction,
+            checkpoint: checkpoint_figures,
+            vacuum: vacuum_figures,
+        } = scheduled_day(
+            &scheduled,
+            &spec,
+            &scheduled_prober,
+            &probe_options,
+            &cancel,
+        )
+        .await?;
+        let long_log_day = scheduled_day(
+            &long_log,
+            &long_log_spec,
+            &long_log_prober,
+            &probe_options,
+            &cancel,
+        )
+        .await?;
 
         // naive whole-table compaction with the same target size
         let whole_figures = whole_table_compact(&whole, spec.compaction.target_file_size).await?;
@@ -184,6 +195,8 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
             "scheduled_compact": compaction,
             "scheduled_checkpoint": checkpoint_figures,
             "vacuum": vacuum_figures,
+            "vacuum_long_log": long_log_day.vacuum,
+            "long_log_checkpoint": long_log_day.checkpoint,
             "whole_compact": whole_figures,
             "zorder_scoped": scoped_figures,
             "zorder_whole": unscoped_figures,
@@ -244,6 +257,7 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
             "zorder_scoped": ratio("zorder_scoped"),
             "zorder_whole": ratio("zorder_whole"),
             "vacuum": ratio("vacuum"),
+            "vacuum_long_log": ratio("vacuum_long_log"),
             "scheduled_probe": probe_ratio,
         },
         "median_ratios_last3_to_first3": {
@@ -252,6 +266,7 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
             "zorder_scoped": median_ratio("zorder_scoped"),
             "zorder_whole": median_ratio("zorder_whole"),
             "vacuum": median_ratio("vacuum"),
+            "vacuum_long_log": median_ratio("vacuum_long_log"),
             "scheduled_probe": median_ratio("scheduled_probe"),
         },
         "per_day": rows_out,
@@ -260,11 +275,82 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
 
 /// The benchmark table's inventory entry, parsed (and defaulted) by the inventory crate
 /// exactly as the daemon would read it.
+/// What one day of the scheduled path cost on one table.
+struct ScheduledDay {
+    probe_secs: f64,
+    probe: tablekeeper_delta::Probe,
+    compaction: Option<Value>,
+    checkpoint: Option<Value>,
+    vacuum: Value,
+}
+
+/// The daemon's scheduled path for one day: probe, need check, compact, checkpoint if
+/// due, then a lite VACUUM once today's tombstones passed the simulated retention.
+async fn scheduled_day(
+    uri: &str,
+    spec: &TableSpec,
+    prober: &Prober,
+    probe_options: &ProbeOptions,
+    cancel: &CancellationToken,
+) -> Result<ScheduledDay> {
+    let t = Instant::now();
+    let probe = prober.probe(uri, probe_options).await?;
+    let probe_secs = secs(t);
+    let min = u64::from(spec.compaction.min_small_files);
+    let needed = probe.small_files_by_partition.values().any(|n| *n >= min);
+    let compaction = if needed {
+        let options = CompactOptions {
+            target_file_size: spec.compaction.target_file_size,
+            min_small_files: min,
+            small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+            dry_run: false,
+            max_conflict_retries: CONFLICT_RETRIES,
+        };
+        let t = Instant::now();
+        let report = compact(uri, &options, cancel).await?;
+        Some(op_figures(&report, secs(t)))
+    } else {
+        None
+    };
+    // the worker re-probes after a success; the checkpoint tick reads that probe
+    let probe = prober.probe(uri, probe_options).await?;
+    let checkpoint_figures =
+        if probe.commits_since_checkpoint >= spec.checkpoint.max_commits_since_checkpoint {
+            let options = CheckpointOptions {
+                max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
+                log_retention: spec.retention.log_retention,
+                force: false,
+            };
+            let t = Instant::now();
+            let report = checkpoint(uri, &options, cancel).await?;
+            Some(op_figures(&report, secs(t)))
+        } else {
+            None
+        };
+    let vacuum_options = VacuumOptions {
+        inventory_retention: spec.retention.deleted_file_retention,
+        allow_short_retention: spec.retention.allow_short_retention,
+        mode: VacuumMode::Lite,
+        dry_run: false,
+    };
+    // untimed: today's compaction tombstones pass the (simulated) retention
+    tokio::time::sleep(SIMULATED_RETENTION).await;
+    let vacuum_figures = run_vacuum(uri, &vacuum_options, cancel).await?;
+    Ok(ScheduledDay {
+        probe_secs,
+        probe,
+        compaction,
+        checkpoint: checkpoint_figures,
+        vacuum: vacuum_figures,
+    })
+}
+
 fn inventory_spec(dir: &Path, table_path: &str) -> Result<TableSpec> {
     let yaml = format!(
         "tables:\n  - name: bench.growth\n    path: {table_path}\n    owner: bench\n    \
          layout:\n      partition_by: [day]\n      zorder: [{ZORDER_COLUMN}]\n    \
-         retention:\n      deleted_file_retention: 0s\n      allow_short_retention: true\n"
+         retention:\n      deleted_file_retention: 1s\n      log_retention: 1s\n      allow_short_retention: true\n    \
+         maintenance:\n      checkpoint: {{ max_commits_since_checkpoint: 12 }}\n"
     );
     let file = dir.join("inventory.yaml");
     std::fs::write(&file, &yaml).with_context(|| format!("writing {}", file.display()))?;
@@ -288,8 +374,14 @@ fn schema() -> Arc<Schema> {
 }
 
 /// Appends one day's files: `load.files` commits of one file each, all in `day=<day>`,
-/// like a streaming writer committing small batches.
-async fn write_day(uri: &str, day: &str, load: DailyLoad) -> Result<()> {
+/// like a streaming writer committing small batches. `properties` are set when the first
+/// write creates the table.
+async fn write_day(
+    uri: &str,
+    day: &str,
+    load: DailyLoad,
+    properties: &[(&str, &str)],
+) -> Result<()> {
     std::fs::create_dir_all(uri).with_context(|| format!("creating {uri}"))?;
     let url = table_url(uri)?;
     for file in 0..load.files {
@@ -316,10 +408,19 @@ async fn write_day(uri: &str, day: &str, load: DailyLoad) -> Result<()> {
         let table = DeltaTable::try_from_url(url.clone())
             .await
             .with_context(|| format!("opening {uri} to append"))?;
-        table
+        let creating = table.version().is_none();
+        let mut write = table
             .write(vec![batch])
             .with_save_mode(SaveMode::Append)
-            .with_partition_columns(["day"])
+            .with_partition_columns(["day"]);
+        if creating && !properties.is_empty() {
+            write = write.with_configuration(
+                properties
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned()))),
+            );
+        }
+        write
             .await
             .with_context(|| format!("appending day {day} to {uri}"))?;
     }
