@@ -80,3 +80,23 @@ where
     }
     Ok(())
 }
+
+/// After every replica stopped: no job is left `running`, every attempt was closed, and
+/// no job ended `failed` (a failure for good would mean a fault cost a job its retries).
+pub async fn assert_settled(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let running = count(pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await;
+    anyhow::ensure!(running == 0, "{running} job(s) left running");
+    let open = count(
+        pool,
+        "SELECT count(*) FROM job_attempts WHERE outcome IS NULL",
+    )
+    .await;
+    anyhow::ensure!(open == 0, "{open} attempt(s) never closed");
+    let failed: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT table_name, operation, coalesce(error, '') FROM jobs WHERE state = 'failed'",
+    )
+    .fetch_all(pool)
+    .await?;
+    anyhow::ensure!(failed.is_empty(), "jobs failed for good: {failed:?}");
+    Ok(())
+}

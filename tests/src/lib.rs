@@ -187,6 +187,32 @@ impl Drop for Daemon {
     }
 }
 
+/// The logs of several daemons, for a failure message.
+pub fn logs(daemons: &[Daemon]) -> String {
+    daemons
+        .iter()
+        .map(|d| format!("==== {}\n{}", d.name, d.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// SIGTERM to every daemon, then each must exit 0 within `timeout`.
+pub fn stop_all(daemons: &mut [Daemon], timeout: Duration) -> anyhow::Result<()> {
+    for d in daemons.iter() {
+        d.signal("TERM")?;
+    }
+    for d in daemons.iter_mut() {
+        let code = d.wait_exit(timeout)?;
+        anyhow::ensure!(
+            code == Some(0),
+            "{} exited with {code:?}; log:\n{}",
+            d.name,
+            d.log()
+        );
+    }
+    Ok(())
+}
+
 /// A free loopback port (bound then released; the tiny race is acceptable in tests).
 pub fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -68,6 +68,22 @@ impl PgProxy {
         Ok(proxy)
     }
 
+    /// A proxy in front of the server `database_url` names; returns it and the URL that
+    /// reaches the same database through it.
+    pub async fn in_front_of(database_url: &str) -> anyhow::Result<(Self, String)> {
+        let parsed = url::Url::parse(database_url)?;
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| anyhow::anyhow!("{database_url} names no host"))?;
+        let upstream = tokio::net::lookup_host((host, parsed.port().unwrap_or(5432)))
+            .await?
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{host} resolves to no address"))?;
+        let proxy = Self::start(upstream).await?;
+        let url = proxy.url_for(database_url)?;
+        Ok((proxy, url))
+    }
+
     /// `url` (a postgres:// URL) with its host and port replaced by the proxy's.
     pub fn url_for(&self, url: &str) -> anyhow::Result<String> {
         let mut parsed = url::Url::parse(url)?;

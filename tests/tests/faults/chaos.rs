@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use tablekeeper_store::testing::TestDatabase;
-use tablekeeper_tests::jobs::{assert_no_overlap, count, wait_until};
+use tablekeeper_tests::jobs::{assert_no_overlap, assert_settled, count, wait_until};
 use tablekeeper_tests::setup::{daemon_env, serial, InventoryFile, TableEntry};
 use tablekeeper_tests::writer::ModelWriter;
-use tablekeeper_tests::Daemon;
+use tablekeeper_tests::{logs, stop_all, Daemon};
 
 const TABLES: usize = 12;
 const REPLICAS: usize = 4;
@@ -117,32 +117,10 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
         open_by_dead == 0 && compacted == TABLES as i64
     })
     .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}; logs:\n{}",
-            replicas.iter().map(Daemon::log).collect::<Vec<_>>().join("\n----\n")
-        )
-    });
+    .unwrap_or_else(|e| panic!("{e}; logs:\n{}", logs(&replicas)));
 
-    for r in &replicas {
-        r.signal("TERM").unwrap();
-    }
-    for r in &mut replicas {
-        let code = r.wait_exit(Duration::from_secs(40)).unwrap();
-        assert_eq!(code, Some(0), "{} exit code; log:\n{}", r.name, r.log());
-    }
-    assert_eq!(
-        count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await,
-        0
-    );
-    assert_eq!(
-        count(
-            &pool,
-            "SELECT count(*) FROM job_attempts WHERE outcome IS NULL"
-        )
-        .await,
-        0
-    );
+    stop_all(&mut replicas, Duration::from_secs(40)).unwrap();
+    assert_settled(&pool).await.unwrap();
     let lost = count(
         &pool,
         "SELECT count(*) FROM job_attempts WHERE outcome = 'lost_lease'",
@@ -152,13 +130,6 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
         lost >= 1,
         "no kill hit a running job: the scenario proved nothing"
     );
-    let failed: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT table_name, operation, coalesce(error, '') FROM jobs WHERE state = 'failed'",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    assert!(failed.is_empty(), "jobs failed: {failed:?}");
     let checked = assert_no_overlap(&pool).await.unwrap();
     assert!(checked > 50, "only {checked} attempts");
     for w in &writers {

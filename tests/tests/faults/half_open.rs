@@ -40,21 +40,8 @@ async fn a_replica_whose_connections_go_silent_recovers() {
         }],
     )
     .unwrap();
-    let upstream = url::Url::parse(&db.url).unwrap();
-    let upstream = format!(
-        "{}:{}",
-        upstream.host_str().unwrap(),
-        upstream.port().unwrap_or(5432)
-    )
-    .parse()
-    .unwrap();
-    let proxy = PgProxy::start(upstream).await.unwrap();
-    let mut env = daemon_env(
-        &proxy.url_for(&db.url).unwrap(),
-        &inv.path,
-        Duration::from_secs(4),
-        2,
-    );
+    let (proxy, proxied_url) = PgProxy::in_front_of(&db.url).await.unwrap();
+    let mut env = daemon_env(&proxied_url, &inv.path, Duration::from_secs(4), 2);
     env.push(("TABLEKEEPER_STORE_TIMEOUT", "3s".to_string()));
     let r1 = Daemon::start("r1", dir.path(), &env).unwrap();
     r1.wait_ready(Duration::from_secs(60)).await.unwrap();

@@ -97,20 +97,12 @@ async fn cut_off_scenario(cut: CutOff) {
     .unwrap();
     let lease = Duration::from_secs(2);
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let upstream = url::Url::parse(&db.url).unwrap();
-    let upstream = format!(
-        "{}:{}",
-        upstream.host_str().unwrap(),
-        upstream.port().unwrap_or(5432)
-    )
-    .parse()
-    .unwrap();
-    let proxy = PgProxy::start(upstream).await.unwrap();
+    let (proxy, proxied_url) = PgProxy::in_front_of(&db.url).await.unwrap();
 
     let r1 = Daemon::start(
         "r1",
         dir.path(),
-        &daemon_env(&proxy.url_for(&db.url).unwrap(), &inv.path, lease, 1),
+        &daemon_env(&proxied_url, &inv.path, lease, 1),
     )
     .unwrap();
     r1.wait_ready(Duration::from_secs(60)).await.unwrap();

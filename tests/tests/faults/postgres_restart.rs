@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use tablekeeper_tests::cluster::TempCluster;
-use tablekeeper_tests::jobs::{assert_no_overlap, count, wait_until};
+use tablekeeper_tests::jobs::{assert_no_overlap, assert_settled, count, wait_until};
 use tablekeeper_tests::setup::{daemon_env, serial, InventoryFile, TableEntry};
 use tablekeeper_tests::writer::ModelWriter;
-use tablekeeper_tests::Daemon;
+use tablekeeper_tests::{logs, stop_all, Daemon};
 
 const DEFAULTS: &str =
     "  compaction: { schedule: \"*/2 * * * * *\", target_file_size: 64MiB, min_small_files: 2 }
@@ -149,40 +149,10 @@ async fn replicas_ride_out_a_postgres_restart() {
         after >= 6 && stranded == 0
     })
     .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}; logs:\n{}",
-            replicas.iter().map(Daemon::log).collect::<Vec<_>>().join("\n----\n")
-        )
-    });
+    .unwrap_or_else(|e| panic!("{e}; logs:\n{}", logs(&replicas)));
 
-    for r in &replicas {
-        r.signal("TERM").unwrap();
-    }
-    for r in &mut replicas {
-        let code = r.wait_exit(Duration::from_secs(40)).unwrap();
-        assert_eq!(code, Some(0), "{} exit code; log:\n{}", r.name, r.log());
-    }
-    assert_eq!(
-        count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await,
-        0
-    );
-    assert_eq!(
-        count(
-            &pool,
-            "SELECT count(*) FROM job_attempts WHERE outcome IS NULL"
-        )
-        .await,
-        0,
-        "an attempt was never closed"
-    );
-    // Jobs failed for good by the outage would show here: none may be.
-    let failed: Vec<(i64, String)> =
-        sqlx::query_as("SELECT id, coalesce(error, '') FROM jobs WHERE state = 'failed'")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    assert!(failed.is_empty(), "jobs failed: {failed:?}");
+    stop_all(&mut replicas, Duration::from_secs(40)).unwrap();
+    assert_settled(&pool).await.unwrap();
     assert_no_overlap(&pool).await.unwrap();
     stop_feeding.cancel();
     for w in feeder.await.unwrap() {
