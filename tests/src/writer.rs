@@ -10,7 +10,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use deltalake::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use tablekeeper_delta::fixtures;
@@ -27,16 +26,6 @@ pub struct ModelWriter {
     pub expected: BTreeSet<i64>,
     /// Commits that lost a race and were retried (the writer's side of the conflicts).
     pub retried: u32,
-}
-
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("day", DataType::Utf8, false),
-        Field::new("user_id", DataType::Int64, false),
-        Field::new("amount", DataType::Float64, false),
-        Field::new("payload", DataType::Utf8, false),
-    ]))
 }
 
 fn batch(ids: &[i64], days: u32) -> anyhow::Result<RecordBatch> {
@@ -60,7 +49,10 @@ fn batch(ids: &[i64], days: u32) -> anyhow::Result<RecordBatch> {
                 .collect::<Vec<_>>(),
         )),
     ];
-    Ok(RecordBatch::try_new(schema(), columns)?)
+    Ok(RecordBatch::try_new(
+        tablekeeper_delta::fixtures::schema(),
+        columns,
+    )?)
 }
 
 /// Whether a deltalake error is a lost commit race worth retrying.

@@ -64,7 +64,9 @@ fn next_ids(n: u32) -> i64 {
     NEXT_ID.fetch_add(i64::from(n), Ordering::Relaxed)
 }
 
-fn schema() -> Arc<Schema> {
+/// The fixture tables' schema: `id`, `day` (the partition column when partitioned),
+/// `user_id`, `amount`, `payload`. Other writers of fixture tables build batches with it.
+pub fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("day", DataType::Utf8, false),

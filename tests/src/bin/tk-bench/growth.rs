@@ -25,7 +25,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use chrono::{Days, NaiveDate};
 use deltalake::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use serde_json::{json, Value};
@@ -363,16 +362,6 @@ fn inventory_spec(dir: &Path, table_path: &str) -> Result<TableSpec> {
         .context("the growth inventory holds no table")
 }
 
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("day", DataType::Utf8, false),
-        Field::new("user_id", DataType::Int64, false),
-        Field::new("amount", DataType::Float64, false),
-        Field::new("payload", DataType::Utf8, false),
-    ]))
-}
-
 /// Appends one day's files: `load.files` commits of one file each, all in `day=<day>`,
 /// like a streaming writer committing small batches. `properties` are set when the first
 /// write creates the table.
@@ -404,7 +393,8 @@ async fn write_day(
             Arc::new(Float64Array::from(amounts)),
             Arc::new(StringArray::from(payloads)),
         ];
-        let batch = RecordBatch::try_new(schema(), columns).context("building a day's batch")?;
+        let batch = RecordBatch::try_new(tablekeeper_delta::fixtures::schema(), columns)
+            .context("building a day's batch")?;
         let table = DeltaTable::try_from_url(url.clone())
             .await
             .with_context(|| format!("opening {uri} to append"))?;
