@@ -17,6 +17,8 @@
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_ONLY                     space-separated subset of "jobs compact growth probe fleet"
+#   BENCH_COMPACT_ROWS             rows per file of the compaction table (default 2000: 400 files, 15 MB;
+#                                  20000 gives about 150 MB)
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
 # Writes bench-results/*.json (smoke: bench-results/smoke/, release: bench-results/release/;
 # summary.json holds the ratios and goal verdicts) and prints markdown tables.
@@ -139,7 +141,7 @@ fi
 # compact: compaction vs python deltalake vs cp -r -----------------------------------------
 if wants compact; then
   echo "== tk-bench compact" >&2
-  "$TK_BENCH" compact $SMOKE --dir "$DATA" --out "$RESULTS/compact.json" >/dev/null
+  "$TK_BENCH" compact $SMOKE ${BENCH_COMPACT_ROWS:+--rows-per-file "$BENCH_COMPACT_ROWS"} --dir "$DATA" --out "$RESULTS/compact.json" >/dev/null
   SOURCE=$("$PY" -c "import json; print(json.load(open('$RESULTS/compact.json'))['source'])")
   COPY_B=$("$PY" -c "import json; print(json.load(open('$RESULTS/compact.json'))['copy_b'])")
 

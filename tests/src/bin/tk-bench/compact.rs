@@ -29,7 +29,7 @@ pub async fn bench_compact(args: &Args) -> Result<serde_json::Value> {
         SmallFiles {
             partitions: 4,
             files_per_partition: 100,
-            rows_per_file: 2_000,
+            rows_per_file: args.rows_per_file.unwrap_or(2_000),
             payload_bytes: 16,
         }
     };

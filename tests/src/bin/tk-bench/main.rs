@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 
 const USAGE: &str = "usage:
   tk-bench jobs    [--smoke] [--jobs N] [--out FILE]
-  tk-bench compact [--smoke] --dir DIR [--out FILE]
+  tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
   tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--out FILE]";
@@ -37,6 +37,7 @@ pub struct Args {
     smoke: bool,
     jobs: Option<u64>,
     days: Option<u32>,
+    rows_per_file: Option<u32>,
     sizes: Option<Vec<usize>>,
     dir: Option<PathBuf>,
     tablekeeper: Option<PathBuf>,
@@ -65,6 +66,10 @@ fn parse_args() -> Result<Args> {
                     .collect::<Result<Vec<_>, _>>()
                     .context("--sizes needs comma-separated table counts, e.g. 10,1000")?;
                 args.sizes = Some(sizes);
+            }
+            "--rows-per-file" => {
+                let value = it.next().context("--rows-per-file needs a number")?;
+                args.rows_per_file = Some(value.parse().context("--rows-per-file needs a number")?);
             }
             "--dir" => args.dir = Some(it.next().context("--dir needs a path")?.into()),
             "--tablekeeper" => {
