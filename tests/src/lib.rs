@@ -133,6 +133,16 @@ impl Daemon {
         Ok(())
     }
 
+    /// SIGKILL straight from this process (no `kill` command in between, so the signal
+    /// lands within microseconds of the decision), then reaps it.
+    pub fn kill_now(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
     /// Waits for the process to exit and returns its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<Option<i32>> {
         let child = self

@@ -73,12 +73,27 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
     let mut round = 0usize;
     while began.elapsed() < CHAOS {
         // feed one table a small file per round
-        writers[round % TABLES].append(20).await.unwrap();
+        // enough rows that a compaction takes tens of milliseconds, so kills land mid-job
+        writers[round % TABLES].append(2_000).await.unwrap();
         round += 1;
         if Instant::now() >= next_kill {
-            let i = rng.random_range(0..REPLICAS);
-            replicas[i].signal("KILL").unwrap();
-            let _ = replicas[i].wait_exit(Duration::from_secs(10));
+            // Every other kill aims at a replica that is running a job right now, so
+            // takeovers are exercised on every run, not by luck.
+            let busy: Vec<String> =
+                sqlx::query_scalar("SELECT worker_id FROM jobs WHERE state = 'running'")
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap();
+            let busy_replica = busy.iter().find_map(|worker| {
+                replicas
+                    .iter()
+                    .position(|r| worker.starts_with(&format!("{}/", r.name)))
+            });
+            let i = match busy_replica {
+                Some(i) if killed.len() % 2 == 0 => i,
+                _ => rng.random_range(0..REPLICAS),
+            };
+            replicas[i].kill_now().unwrap();
             killed.push(replicas[i].name.clone());
             // restart after a moment, under a new name so its attempts are told apart
             tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
@@ -128,7 +143,8 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
     .await;
     assert!(
         lost >= 1,
-        "no kill hit a running job: the scenario proved nothing"
+        "no kill hit a running job: the scenario proved nothing; attempts by outcome: {:?}; killed {killed:?}",
+        sqlx::query_as::<_, (Option<String>, String, i64)>("SELECT outcome, split_part(worker_id, '/', 1), count(*) FROM job_attempts GROUP BY 1, 2 ORDER BY 2").fetch_all(&pool).await.unwrap()
     );
     let checked = assert_no_overlap(&pool).await.unwrap();
     assert!(checked > 50, "only {checked} attempts");
