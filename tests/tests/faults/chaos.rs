@@ -90,7 +90,7 @@ async fn many_replicas_under_random_kills_keep_every_guarantee() {
                     .position(|r| worker.starts_with(&format!("{}/", r.name)))
             });
             let i = match busy_replica {
-                Some(i) if killed.len() % 2 == 0 => i,
+                Some(i) if killed.len().is_multiple_of(2) => i,
                 _ => rng.random_range(0..REPLICAS),
             };
             replicas[i].kill_now().unwrap();
