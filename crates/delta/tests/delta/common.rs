@@ -227,3 +227,72 @@ pub fn count_in_partition(paths: &BTreeSet<String>, date: &str) -> usize {
     let prefix = format!("event_date={date}/");
     paths.iter().filter(|p| p.starts_with(&prefix)).count()
 }
+
+/// Runs compaction, Z-order (on `event_type`) and a full VACUUM with zero retention on
+/// `t`: every operation that rewrites or deletes files. Refusal tests expect each to fail.
+pub async fn rewriting_operations(
+    t: &TestTable,
+) -> Vec<Result<tablekeeper_delta::OpReport, tablekeeper_delta::DeltaError>> {
+    use tablekeeper_delta::{
+        compact, vacuum, zorder, CompactOptions, VacuumMode, VacuumOptions, ZorderOptions,
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let target = 64 * 1024 * 1024;
+    vec![
+        compact(
+            &t.uri,
+            &CompactOptions {
+                target_file_size: target,
+                min_small_files: 2,
+                small_file_factor: 0.75,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        zorder(
+            &t.uri,
+            &ZorderOptions {
+                columns: vec!["event_type".into()],
+                target_file_size: target,
+                since_version: None,
+                dry_run: false,
+                max_conflict_retries: 0,
+            },
+            &cancel,
+        )
+        .await,
+        vacuum(
+            &t.uri,
+            &VacuumOptions {
+                inventory_retention: std::time::Duration::ZERO,
+                allow_short_retention: true,
+                mode: VacuumMode::Full,
+                dry_run: false,
+            },
+            &cancel,
+        )
+        .await,
+    ]
+}
+
+/// What a refused operation must leave unchanged: version, data files, log entries.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Footprint {
+    version: u64,
+    data_files: BTreeSet<String>,
+    log_entries: usize,
+}
+
+impl Footprint {
+    pub async fn of(t: &TestTable) -> Self {
+        Self {
+            version: t.version().await,
+            data_files: t.parquet_on_disk(),
+            log_entries: std::fs::read_dir(t.path().join("_delta_log"))
+                .expect("read _delta_log")
+                .count(),
+        }
+    }
+}

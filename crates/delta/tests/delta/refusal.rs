@@ -1,12 +1,11 @@
 use std::time::Duration;
 
 use tablekeeper_delta::{
-    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError, ErrorClass,
-    ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
+    checkpoint, CheckpointOptions, DeltaError, ErrorClass, ProbeOptions, Prober,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{create_table, rows};
+use crate::common::{create_table, rewriting_operations, rows, Footprint};
 
 /// deltalake 1.1.2 creates deletion-vector tables itself: the `delta.enableDeletionVectors`
 /// property at create time upgrades the protocol to reader 3 / writer 7 with the
@@ -28,50 +27,8 @@ async fn a_deletion_vector_table_is_refused_and_left_untouched() {
         "{probe:?}"
     );
 
-    let version = t.version().await;
-    let disk = t.parquet_on_disk();
-    let log_entries = std::fs::read_dir(t.path().join("_delta_log"))
-        .unwrap()
-        .count();
-    let cancel = CancellationToken::new();
-
-    let results = vec![
-        compact(
-            &t.uri,
-            &CompactOptions {
-                target_file_size: 64 * 1024 * 1024,
-                min_small_files: 2,
-                small_file_factor: 0.75,
-                dry_run: false,
-                max_conflict_retries: 0,
-            },
-            &cancel,
-        )
-        .await,
-        zorder(
-            &t.uri,
-            &ZorderOptions {
-                columns: vec!["event_type".into()],
-                target_file_size: 64 * 1024 * 1024,
-                since_version: None,
-                dry_run: false,
-                max_conflict_retries: 0,
-            },
-            &cancel,
-        )
-        .await,
-        vacuum(
-            &t.uri,
-            &VacuumOptions {
-                inventory_retention: Duration::ZERO,
-                allow_short_retention: true,
-                mode: VacuumMode::Full,
-                dry_run: false,
-            },
-            &cancel,
-        )
-        .await,
-    ];
+    let before = Footprint::of(&t).await;
+    let results = rewriting_operations(&t).await;
     for result in results {
         let err = result.expect_err("refused");
         assert!(
@@ -83,14 +40,7 @@ async fn a_deletion_vector_table_is_refused_and_left_untouched() {
         assert!(message.contains("deletion vectors"), "{message}");
         assert!(message.contains(&t.uri), "{message}");
     }
-    assert_eq!(t.version().await, version);
-    assert_eq!(t.parquet_on_disk(), disk);
-    assert_eq!(
-        std::fs::read_dir(t.path().join("_delta_log"))
-            .unwrap()
-            .count(),
-        log_entries
-    );
+    assert_eq!(Footprint::of(&t).await, before, "the refused table changed");
 
     // checkpoints carry deletion vector descriptors through log replay and stay allowed
     checkpoint(
@@ -100,7 +50,7 @@ async fn a_deletion_vector_table_is_refused_and_left_untouched() {
             log_retention: Duration::from_secs(30 * 86_400),
             force: false,
         },
-        &cancel,
+        &CancellationToken::new(),
     )
     .await
     .expect("checkpoint of a deletion-vector table");
