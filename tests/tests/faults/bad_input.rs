@@ -176,7 +176,13 @@ async fn malformed_and_oversized_api_requests_get_4xx() {
     ];
     let mut wrong = Vec::new();
     for (what, request, expected) in cases {
-        let status = request.send().await.unwrap().status().as_u16();
+        let status = match request.send().await {
+            Ok(response) => response.status().as_u16(),
+            // The server may answer 413 and close before the client has sent the whole
+            // oversized body; the client then sees the connection closed. Refused either way.
+            Err(e) if expected == 413 && e.is_request() => 413,
+            Err(e) => panic!("{what}: {e}"),
+        };
         if status != expected {
             wrong.push(format!("{what}: {status}, expected {expected}"));
         }

@@ -135,7 +135,22 @@ async fn a_writer_racing_maintenance_loses_and_duplicates_nothing() {
             .fetch_all(&pool)
             .await
             .unwrap();
-    assert!(failed.is_empty(), "jobs failed for good: {failed:?}");
+    // The one failure allowed is VACUUM's own safety refusal: a remove whose deletion
+    // timestamp predates its commit (an OPTIMIZE or DELETE that retried through conflicts
+    // for seconds) looks older than the 10 s retention while versions inside the window
+    // still reference the file; the cross-check refuses and deletes nothing. Rows are
+    // checked against the model above either way.
+    let unexpected: Vec<&(String, String)> = failed
+        .iter()
+        .filter(|(op, error)| {
+            !(op == "vacuum"
+                && error.contains("still referenced by a version inside the retention window"))
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "jobs failed for good: {unexpected:?}"
+    );
     assert_no_overlap(&pool).await.unwrap();
     pool.close().await;
     db.drop_db().await.unwrap();
