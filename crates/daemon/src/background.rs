@@ -59,7 +59,7 @@ pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
     let mut last_probe: Option<tokio::time::Instant> = None;
     loop {
         if last_probe.is_none_or(|t| t.elapsed() >= probe_every) {
-            probe_all_fleet(&rt.fleet).await;
+            probe_all(&rt).await;
             last_probe = Some(tokio::time::Instant::now());
         }
         refresh_store_gauges(&rt).await;
@@ -76,7 +76,19 @@ pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
 /// a small bound keeps a fleet of thousands from opening thousands of connections at once.
 const PROBE_CONCURRENCY: usize = 8;
 
-/// Probes every table, [`PROBE_CONCURRENCY`] at a time.
+/// Probes every table, [`PROBE_CONCURRENCY`] at a time, and records what the probes read
+/// ([`crate::recorder`]).
+pub async fn probe_all(rt: &Runtime) {
+    let inventory = rt.fleet.inventory();
+    futures::stream::iter(&inventory.tables)
+        .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
+            let _ = crate::recorder::probe(rt, spec).await;
+        })
+        .await;
+}
+
+/// Probes every table, [`PROBE_CONCURRENCY`] at a time, without recording anything (for
+/// commands that run without a job store).
 pub async fn probe_all_fleet(fleet: &Fleet) {
     let inventory = fleet.inventory();
     futures::stream::iter(&inventory.tables)
@@ -103,6 +115,28 @@ async fn refresh_store_gauges(rt: &Runtime) {
                 Some((r.table_name, op, r.finished_at))
             })),
         Err(e) => warn!(error = %e, "cannot read last successes"),
+    }
+    // Stale writes any replica recorded: the counter follows the store's count, so every
+    // replica exports the same value and a restart neither loses nor repeats one.
+    match rt.store.stale_writes(None).await {
+        Ok(rows) => {
+            let mut by_table: std::collections::BTreeMap<
+                String,
+                Vec<tablekeeper_store::StaleWriteRow>,
+            > = Default::default();
+            for row in rows {
+                by_table
+                    .entry(row.table_name.clone())
+                    .or_default()
+                    .push(row);
+            }
+            for spec in &rt.fleet.inventory().tables {
+                let rows = by_table.remove(&spec.name).unwrap_or_default();
+                rt.metrics.set_stale_writes(&spec.name, rows.len() as u64);
+                rt.fleet.update_state(&spec.name, |s| s.stale_writes = rows);
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read stale writes"),
     }
     // Pauses set through the API on any replica.
     match rt.store.paused_overrides().await {

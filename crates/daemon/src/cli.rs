@@ -57,10 +57,28 @@ pub enum Command {
         inventory: PathBuf,
         #[arg(long)]
         table: String,
-        /// compact, zorder, vacuum or checkpoint.
+        /// compact, zorder, vacuum, checkpoint or repair.
         #[arg(long)]
         operation: String,
         /// Plan the operation and report what it would do, changing nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Apply the need thresholds (min_small_files, max_commits_since_checkpoint, ...) as a
+        /// schedule tick does; without it the operation runs whatever they say.
+        #[arg(long)]
+        if_needed: bool,
+        /// Let checkpoint delete expired log files even though no job store keeps their
+        /// history: DESCRIBE HISTORY and time travel lose those commits for good.
+        #[arg(long)]
+        cleanup_log: bool,
+    },
+    /// Find stale writes (commits planned before one of tablekeeper's rewrites) and print (--dry-run) or apply their exact repair.
+    Repair {
+        #[arg(long)]
+        inventory: PathBuf,
+        #[arg(long)]
+        table: String,
+        /// Print the repair plan as JSON, change nothing.
         #[arg(long)]
         dry_run: bool,
     },

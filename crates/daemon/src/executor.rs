@@ -7,15 +7,18 @@
 //! store (that is the worker); it does check the safety gates again, because a manual
 //! trigger or a stale plan must not bypass them.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use futures::FutureExt as _;
 use tablekeeper_delta::{
-    CheckpointOptions, CompactOptions, DeltaError, OpReport, VacuumMode, VacuumOptions,
-    ZorderOptions,
+    CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport, RepairOptions, VacuumMode,
+    VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::planner;
+use crate::{overwrite_window, planner};
 
 /// Commit conflicts retried inside one attempt before the attempt fails as a conflict
 /// (the job's own retries with backoff come on top).
@@ -26,6 +29,12 @@ const CONFLICT_RETRIES: u32 = 3;
 pub enum ExecError {
     #[error("refused: {0}")]
     Refused(String),
+    /// May not run before `until` (an overwrite window is open); not a failure.
+    #[error("deferred until {until}: {reason}")]
+    Deferred {
+        until: DateTime<Utc>,
+        reason: String,
+    },
     #[error(transparent)]
     Delta(#[from] DeltaError),
 }
@@ -40,19 +49,44 @@ impl ExecError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ExecError::Refused(_) => false,
+            ExecError::Deferred { .. } => true,
             ExecError::Delta(e) => e.class() != tablekeeper_delta::ErrorClass::Permanent,
         }
     }
 }
 
 /// Extra inputs that come from the job history rather than the inventory.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct RunContext {
     /// Use a directory-listing VACUUM (reclaims orphans of failed rewrites).
     pub vacuum_full: bool,
     /// Table version of the last Z-order, to scope the next one to new partitions.
     pub zorder_since_version: Option<i64>,
     pub dry_run: bool,
+    /// A person asked for this run (API trigger, `maintain`): need thresholds do not apply
+    /// (a checkpoint is written whatever the commit count), safety checks still do.
+    pub forced: bool,
+    /// What the checkpoint may delete from the log.
+    pub log_cleanup: LogCleanup,
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        RunContext {
+            vacuum_full: false,
+            zorder_since_version: None,
+            dry_run: false,
+            forced: false,
+            log_cleanup: LogCleanup::Off,
+        }
+    }
+}
+
+/// How long after a rewrite its removed files are watched for stale writes: twice the
+/// table's VACUUM window, at least the default (a writer holding a snapshot that long finds
+/// the rewrite's inputs vacuumed; the stale write is still reported).
+pub fn stale_watch(spec: &TableSpec) -> Duration {
+    DEFAULT_STALE_WATCH.max(spec.retention.deleted_file_retention.saturating_mul(2))
 }
 
 /// Runs `op` on the table described by `spec`.
@@ -69,6 +103,53 @@ pub async fn run(
     if let Some(reason) = planner::safety_gate(spec, op, None) {
         return Err(ExecError::Refused(reason));
     }
+    let now = Utc::now();
+    if let Some(until) = planner::not_before(spec, op, now) {
+        return Err(ExecError::Deferred {
+            until,
+            reason: "the table's overwrite window is open (`writers.overwrites`)".into(),
+        });
+    }
+    // A rewrite must not commit inside the next overwrite window: stop it when it opens.
+    let window = op
+        .rewrites()
+        .then(|| overwrite_window::next_opening(spec, now))
+        .flatten();
+    let stopper = window.map(|opens| {
+        let cancel = cancel.clone();
+        let wait = (opens - now).to_std().unwrap_or_default();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            cancel.cancel();
+        })
+    });
+    let result = run_operation(spec, op, ctx, cancel).await;
+    if let Some(stopper) = &stopper {
+        stopper.abort();
+    }
+    match (result, window) {
+        (Err(ExecError::Delta(DeltaError::Cancelled { .. })), Some(opens))
+            if Utc::now() >= opens =>
+        {
+            let until =
+                overwrite_window::open_at(spec, Utc::now()).map_or(opens, |(_, closes)| closes);
+            Err(ExecError::Deferred {
+                until,
+                reason: "stopped before committing: the table's overwrite window opened \
+                         (`writers.overwrites`); the bins already committed stay"
+                    .into(),
+            })
+        }
+        (result, _) => result,
+    }
+}
+
+async fn run_operation(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: RunContext,
+    cancel: CancellationToken,
+) -> Result<OpReport, ExecError> {
     let uri = spec.path.as_str();
     let report = match op {
         Operation::Compact => {
@@ -101,6 +182,7 @@ pub async fn run(
                     VacuumMode::Lite
                 },
                 dry_run: ctx.dry_run,
+                stale_watch: stale_watch(spec),
             };
             tablekeeper_delta::vacuum(uri, &options, &cancel).boxed().await?
         }
@@ -114,9 +196,17 @@ pub async fn run(
             let options = CheckpointOptions {
                 max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
                 log_retention: spec.retention.log_retention,
-                force: false,
+                force: ctx.forced,
+                log_cleanup: ctx.log_cleanup,
             };
             tablekeeper_delta::checkpoint(uri, &options, &cancel).boxed().await?
+        }
+        Operation::Repair => {
+            let options = RepairOptions {
+                dry_run: ctx.dry_run,
+                stale_watch: stale_watch(spec),
+            };
+            tablekeeper_delta::repair(uri, &options, &cancel).boxed().await?
         }
     };
     Ok(report)

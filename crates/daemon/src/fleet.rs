@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tablekeeper_delta::{Probe, ProbeOptions, Prober};
+use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 
 use crate::metrics::Metrics;
@@ -93,6 +93,8 @@ pub struct TableState {
     pub last_failure: BTreeMap<Operation, (DateTime<Utc>, String)>,
     /// Pause set through the API (overrides the inventory until resumed or reloaded).
     pub paused_by_api: Option<bool>,
+    /// Stale writes recorded in the job store by any replica.
+    pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
 }
 
 /// Per-operation summary for the API and the dashboard.
@@ -126,6 +128,10 @@ pub struct TableView {
     pub probe: Option<Probe>,
     pub drift: Vec<Drift>,
     pub operations: Vec<OperationView>,
+    /// Stale writes recorded for the table (job store, every replica), oldest first.
+    pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
+    /// Whether a repair is needed now, and why.
+    pub repair: Decision,
 }
 
 /// The shared fleet state of one replica.
@@ -220,7 +226,7 @@ impl Fleet {
             .inc_by(0);
         m.bytes_rewritten_total.with_label_values(&[name]).inc_by(0);
         m.bytes_reclaimed_total.with_label_values(&[name]).inc_by(0);
-        for op in Operation::ALL {
+        for op in Operation::SCHEDULED {
             let labels = [name, op.as_str()];
             if spec.operation_enabled(op) {
                 m.commit_conflicts_total
@@ -260,7 +266,10 @@ impl Fleet {
     /// Probes one table's log and refreshes its gauges. Returns the probe or the error
     /// text; a failure is counted in `tablekeeper_table_probe_failures_total`.
     pub async fn probe(&self, spec: &TableSpec) -> Result<Probe, String> {
-        let options = ProbeOptions::for_target(spec.compaction.target_file_size);
+        let options = ProbeOptions {
+            stale_watch: crate::executor::stale_watch(spec),
+            ..ProbeOptions::for_target(spec.compaction.target_file_size)
+        };
         let result = self.prober.probe(&spec.path, &options).await;
         let now = Utc::now();
         match result {
@@ -287,6 +296,16 @@ impl Fleet {
                 Err(message)
             }
         }
+    }
+
+    /// Commit records the prober read since the last call, for `table_commits`.
+    pub async fn take_history(&self, spec: &TableSpec) -> HistoryBatch {
+        self.prober.take_history(&spec.path).await
+    }
+
+    /// Gives back records [`Fleet::take_history`] handed out that could not be stored.
+    pub async fn return_history(&self, spec: &TableSpec, batch: HistoryBatch) {
+        self.prober.return_history(&spec.path, batch).await;
     }
 
     /// Records last successes read from the job table (all tables at once).
@@ -335,7 +354,7 @@ impl Fleet {
                     .set(i64::from(on));
             }
         }
-        for op in Operation::ALL {
+        for op in Operation::SCHEDULED {
             if !spec.operation_enabled(op) {
                 continue;
             }
@@ -504,7 +523,7 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         (None, Some(p)) => Ok(p),
         (None, None) => Err("not probed yet"),
     };
-    let operations: Vec<OperationView> = Operation::ALL
+    let operations: Vec<OperationView> = Operation::SCHEDULED
         .into_iter()
         .map(|op| {
             let schedule = spec.schedule(op);
@@ -529,9 +548,9 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
             OperationView {
                 operation: op,
                 enabled: spec.operation_enabled(op),
-                schedule: schedule.to_string(),
+                schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
-                    .next_after(now.with_timezone(&spec.timezone))
+                    .and_then(|s| s.next_after(now.with_timezone(&spec.timezone)))
                     .map(|t| t.with_timezone(&Utc)),
                 last_success: last_success(state, op),
                 staleness_seconds: stale_secs,
@@ -548,10 +567,24 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         .as_ref()
         .map(|p| drift(spec, p))
         .unwrap_or_default();
+    let repair = match probe_result {
+        Ok(_) => planner::decide(spec, Operation::Repair, probe_result, None, now),
+        Err(e) => Decision::Skip(format!("not probed: {e}")),
+    };
+    let pending_stale: Vec<i64> = state
+        .probe
+        .as_ref()
+        .map(|p| p.pending_stale_writes().map(|w| w.version).collect())
+        .unwrap_or_default();
     let mut reasons = Vec::new();
     let health = if let Some(e) = &state.probe_error {
         reasons.push(format!("unreadable: {e}"));
         Health::Unreadable
+    } else if !pending_stale.is_empty() {
+        reasons.push(format!(
+            "stale write(s) at version(s) {pending_stale:?}: rows their writer removed are visible until repaired"
+        ));
+        Health::Failing
     } else if operations
         .iter()
         .any(|o| o.enabled && o.consecutive_failures > 0)
@@ -591,12 +624,14 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         probe: state.probe.clone(),
         drift,
         operations,
+        stale_writes: state.stale_writes.clone(),
+        repair,
     }
 }
 
 /// The gap between the next two runs of an operation's schedule.
 fn schedule_period(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Option<Duration> {
-    let s = spec.schedule(op);
+    let s = spec.schedule(op)?;
     let first = s.next_after(now.with_timezone(&spec.timezone))?;
     let second = s.next_after(first)?;
     (second - first).to_std().ok()

@@ -12,7 +12,9 @@ pub mod fleet;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod overwrite_window;
 pub mod planner;
+pub mod recorder;
 pub mod runtime;
 pub mod scheduler;
 pub mod worker;
@@ -56,7 +58,24 @@ pub fn main() -> ExitCode {
                 table,
                 operation,
                 dry_run,
-            } => commands::maintain::run(&inventory, &table, &operation, dry_run).await,
+                if_needed,
+                cleanup_log,
+            } => {
+                commands::maintain::run(commands::maintain::Request {
+                    inventory: &inventory,
+                    table: &table,
+                    operation: &operation,
+                    dry_run,
+                    if_needed,
+                    cleanup_log,
+                })
+                .await
+            }
+            Command::Repair {
+                inventory,
+                table,
+                dry_run,
+            } => commands::repair::run(&inventory, &table, dry_run).await,
             Command::Migrate { database_url } => commands::migrate::run(database_url).await,
             Command::Demo {
                 dir,

@@ -40,6 +40,7 @@ pub struct Metrics {
     pub drift: IntGaugeVec,
     pub bytes_rewritten_total: IntCounterVec,
     pub bytes_reclaimed_total: IntCounterVec,
+    stale_writes_total: IntCounterVec,
     pub inventory_tables: IntGauge,
     pub inventory_reload_failures_total: IntCounter,
     pub build_info: IntGaugeVec,
@@ -162,6 +163,13 @@ impl Metrics {
                 opts("bytes_reclaimed_total", "Bytes deleted from storage by VACUUM"),
                 table,
             )?,
+            stale_writes_total: IntCounterVec::new(
+                opts(
+                    "stale_writes_total",
+                    "Commits by other writers planned on a snapshot older than a tablekeeper rewrite (their intent lost until repaired), from the job store",
+                ),
+                table,
+            )?,
             inventory_tables: IntGauge::with_opts(opts(
                 "inventory_tables",
                 "Tables in the loaded inventory",
@@ -211,6 +219,7 @@ impl Metrics {
         r.register(Box::new(self.drift.clone()))?;
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
         r.register(Box::new(self.bytes_reclaimed_total.clone()))?;
+        r.register(Box::new(self.stale_writes_total.clone()))?;
         r.register(Box::new(self.inventory_tables.clone()))?;
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
@@ -240,8 +249,21 @@ impl Metrics {
             let _ = gauge.remove_label_values(&[table]);
         }
         let _ = self.table_commits_per_hour.remove_label_values(&[table]);
+        let _ = self.stale_writes_total.remove_label_values(&[table]);
         for kind in crate::fleet::DriftKind::ALL {
             let _ = self.drift.remove_label_values(&[table, kind.as_str()]);
+        }
+    }
+
+    /// Brings `tablekeeper_stale_writes_total{table}` up to `recorded`, the number of stale
+    /// writes the job store holds for the table. The series appears only once the store was
+    /// read, so a restarted replica resumes at the fleet-wide count instead of counting up
+    /// from 0 (which `increase()` would read as new stale writes).
+    pub fn set_stale_writes(&self, table: &str, recorded: u64) {
+        let counter = self.stale_writes_total.with_label_values(&[table]);
+        let current = counter.get();
+        if recorded > current {
+            counter.inc_by(recorded - current);
         }
     }
 

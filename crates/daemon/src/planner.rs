@@ -10,6 +10,8 @@ use serde::Serialize;
 use tablekeeper_delta::Probe;
 use tablekeeper_inventory::{LogStore, Operation, TableSpec};
 
+use crate::overwrite_window;
+
 /// What the planner concluded for one (table, operation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "decision", content = "reason")]
@@ -59,8 +61,50 @@ pub fn safety_gate(spec: &TableSpec, op: Operation, probe: Option<&Probe>) -> Op
         {
             return Some(e.to_string());
         }
+        if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty()
+        {
+            return Some(overwrites_refusal(probe));
+        }
+        if op == Operation::Vacuum {
+            let pending: Vec<i64> = probe.pending_stale_writes().map(|w| w.version).collect();
+            if !pending.is_empty() {
+                return Some(format!(
+                    "stale write(s) at version(s) {pending:?} wait for their repair, which adds back \
+                     files a VACUUM could delete; VACUUM runs again once they are repaired"
+                ));
+            }
+        }
     }
     None
+}
+
+/// Why a table with recent full overwrites by other writers and no declared overwrite window
+/// gets no rewrite.
+fn overwrites_refusal(probe: &Probe) -> String {
+    let versions: Vec<String> = probe
+        .recent_overwrites
+        .iter()
+        .map(|o| {
+            let when = o
+                .committed_at
+                .map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M UTC")))
+                .unwrap_or_default();
+            let who = o
+                .engine_info
+                .as_deref()
+                .map(|e| format!(" by {e}"))
+                .unwrap_or_default();
+            format!("version {}{when}{who}", o.version)
+        })
+        .collect();
+    format!(
+        "other writers fully overwrote this table recently ({}): an overwrite planned on a \
+         snapshot older than a compaction keeps the compacted copy of the old rows, so \
+         tablekeeper does not rewrite it; declare when the overwrites run with \
+         `writers.overwrites: {{ schedule: \"0 1 * * *\", duration: 2h }}` and rewrites will stay \
+         out of those windows",
+        versions.join(", ")
+    )
 }
 
 /// The delta crate's name for an inventory operation.
@@ -70,6 +114,7 @@ pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
         Operation::Zorder => tablekeeper_delta::MaintenanceOp::Zorder,
         Operation::Vacuum => tablekeeper_delta::MaintenanceOp::Vacuum,
         Operation::Checkpoint => tablekeeper_delta::MaintenanceOp::Checkpoint,
+        Operation::Repair => tablekeeper_delta::MaintenanceOp::Repair,
     }
 }
 
@@ -104,7 +149,25 @@ pub fn decide(
     if let Some(reason) = safety_gate(spec, op, Some(probe)) {
         return Decision::Refuse(reason);
     }
-    need(spec, op, probe, last_success, now)
+    match need(spec, op, probe, last_success, now) {
+        Decision::Run(reason) if op.rewrites() => match overwrite_window::open_at(spec, now) {
+            Some((_, closes)) => Decision::Run(format!(
+                "{reason}; deferred until the overwrite window closes at {}",
+                closes.format("%Y-%m-%d %H:%M UTC")
+            )),
+            None => Decision::Run(reason),
+        },
+        other => other,
+    }
+}
+
+/// When a job of `op` may start at the earliest: the end of the overwrite window open at
+/// `now` for rewrites, else `None` (now).
+pub fn not_before(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if !op.rewrites() {
+        return None;
+    }
+    overwrite_window::open_at(spec, now).map(|(_, closes)| closes)
 }
 
 /// The need check alone (gates already passed).
@@ -169,6 +232,24 @@ fn need(
                 ))
             }
         },
+        Operation::Repair => {
+            let mut pending = probe.pending_stale_writes().peekable();
+            match pending.peek() {
+                None => Decision::Skip("no stale write waits for a repair".into()),
+                Some(w) if w.over_repair => Decision::Refuse(format!(
+                    "the stale write at version {} removed files a repair commit had replaced: \
+                     repair it by hand from the table's history",
+                    w.version
+                )),
+                Some(_) => {
+                    let versions: Vec<i64> = pending.map(|w| w.version).collect();
+                    Decision::Run(format!(
+                        "stale write(s) at version(s) {versions:?} left rows their writer removed \
+                         visible"
+                    ))
+                }
+            }
+        }
         Operation::Checkpoint => {
             let threshold = spec.checkpoint.max_commits_since_checkpoint;
             if probe.commits_since_checkpoint >= threshold {
@@ -195,6 +276,7 @@ pub fn last_success_from_log(probe: &Probe, op: Operation) -> Option<DateTime<Ut
         Operation::Zorder => probe.last_zorder_at,
         Operation::Vacuum => probe.last_vacuum_at,
         Operation::Checkpoint => probe.last_checkpoint_at,
+        Operation::Repair => None,
     }
 }
 

@@ -72,7 +72,7 @@ impl Scheduler {
     pub async fn sync(&mut self, inventory: &Inventory) -> (usize, usize) {
         let mut wanted: BTreeMap<EntryKey, EntrySpec> = BTreeMap::new();
         for spec in &inventory.tables {
-            for op in Operation::ALL {
+            for op in Operation::SCHEDULED {
                 if spec.operation_enabled(op) {
                     wanted.insert(
                         EntryKey {
@@ -80,7 +80,10 @@ impl Scheduler {
                             operation: op,
                         },
                         EntrySpec {
-                            expression: spec.schedule(op).scheduler_expression(),
+                            expression: spec
+                                .schedule(op)
+                                .map(|s| s.scheduler_expression())
+                                .unwrap_or_default(),
                             timezone: spec.timezone,
                         },
                     );
@@ -155,7 +158,7 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
     let Some(spec) = rt.fleet.spec(table) else {
         return; // removed by a reload since the tick was scheduled
     };
-    let probe = rt.fleet.probe(&spec).await;
+    let probe = crate::recorder::probe(rt, &spec).await;
     let last_success = rt.fleet.last_success(table, op);
     let decision = planner::decide(
         &spec,
@@ -197,8 +200,13 @@ pub async fn enqueue(
             operation: op.as_str().to_string(),
             concurrency_key: spec.concurrency_key.clone(),
             trigger,
-            priority: if trigger == Trigger::Manual { 10 } else { 0 },
-            run_at: None,
+            priority: match (op, trigger) {
+                // a repair first: the table shows rows its writer removed until it runs
+                (Operation::Repair, _) => 20,
+                (_, Trigger::Manual) => 10,
+                (_, Trigger::Schedule) => 0,
+            },
+            run_at: planner::not_before(spec, op, Utc::now()),
             max_attempts: spec.max_attempts as i32,
         })
         .await?;

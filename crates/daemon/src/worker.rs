@@ -145,7 +145,7 @@ async fn run_claimed(
             return;
         };
         info!(worker = %worker_id, "job started");
-        let ctx = run_context(rt, &spec, op).await;
+        let ctx = run_context(rt, &spec, op, job.trigger).await;
         let end = supervise(rt, &claimed, claim_sent, &spec, op, ctx, hard_stop).await;
         let elapsed = started.elapsed();
         rt.metrics
@@ -164,9 +164,16 @@ fn resolve(rt: &Runtime, job: &tablekeeper_store::Job) -> Option<(TableSpec, Ope
     Some((spec, op))
 }
 
-/// Inputs the operation needs beyond the inventory: the version of the last Z-order, and
-/// whether this VACUUM is the every-Nth full one (from the job history).
-async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContext {
+/// Inputs the operation needs beyond the inventory: the version of the last Z-order,
+/// whether this VACUUM is the every-Nth full one (from the job history), how much of the log
+/// history is safely copied into `table_commits` (what a checkpoint may clean up), and
+/// whether a person asked for the run.
+async fn run_context(
+    rt: &Runtime,
+    spec: &TableSpec,
+    op: Operation,
+    trigger: tablekeeper_store::Trigger,
+) -> RunContext {
     // Z-order scope: partitions that received files since the last Z-order found in
     // the log (a Z-order by another engine counts too).
     let mut ctx = RunContext {
@@ -176,8 +183,24 @@ async fn run_context(rt: &Runtime, spec: &TableSpec, op: Operation) -> RunContex
                 s.probe.as_ref().and_then(|p| p.last_zorder_version)
             })
             .flatten(),
+        forced: trigger == tablekeeper_store::Trigger::Manual,
         ..RunContext::default()
     };
+    if op == Operation::Checkpoint {
+        // only commits already in table_commits may leave the log; if the store cannot say
+        // which those are, nothing is deleted this time
+        ctx.log_cleanup = match rt.store.recorded_range(&spec.name).await {
+            Ok(range) => {
+                tablekeeper_delta::LogCleanup::Recorded(range.and_then(|(from, to)| {
+                    Some((u64::try_from(from).ok()?, u64::try_from(to).ok()?))
+                }))
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read which commits are recorded; the checkpoint deletes no log file this time");
+                tablekeeper_delta::LogCleanup::Off
+            }
+        };
+    }
     if op != Operation::Vacuum {
         return ctx;
     }
@@ -316,7 +339,7 @@ async fn record(
                                 .bytes_reclaimed_total
                                 .with_label_values(&[&spec.name])
                                 .inc_by(report.bytes_removed),
-                            Operation::Checkpoint => {}
+                            Operation::Checkpoint | Operation::Repair => {}
                         }
                     }
                     let now = Utc::now();
@@ -336,6 +359,17 @@ async fn record(
                     "lost_lease"
                 }
             }
+        }
+        AttemptEnd::Finished(Err(ExecError::Deferred { until, reason })) => {
+            let delay = (until - Utc::now()).to_std().unwrap_or_default();
+            let message = format!("deferred until {until}: {reason}");
+            match rt.store.defer(job_id, token, &message, delay).await {
+                Ok(_) => info!(until = %until, reason = %reason, "job deferred"),
+                Err(e) => {
+                    warn!(error = %e, "could not defer the job; the reaper will requeue it when the lease expires")
+                }
+            }
+            "cancelled"
         }
         AttemptEnd::Finished(Err(e)) => {
             let conflict = e.is_conflict();
@@ -415,7 +449,7 @@ async fn record(
     // After a success, re-probe so table gauges reflect the maintenance just done (a
     // successful probe refreshes every gauge of the table); otherwise refresh the
     // failure and staleness gauges from what is known.
-    let probed = outcome == "succeeded" && rt.fleet.probe(spec).await.is_ok();
+    let probed = outcome == "succeeded" && crate::recorder::probe(rt, spec).await.is_ok();
     if !probed {
         rt.fleet.refresh_table_metrics(spec, Utc::now());
     }

@@ -143,7 +143,7 @@ pub async fn compact(
         table: table_uri.to_owned(),
         reason: "compaction finished without reading the table".into(),
     })?;
-    report.conflicts = retry.conflicts;
+    report.conflicts += retry.conflicts;
     Ok(report.finish(started))
 }
 
@@ -246,6 +246,8 @@ mod tests {
                 .map(|p| HashMap::from([("d".to_owned(), Some(p.to_owned()))]))
                 .unwrap_or_default(),
             has_deletion_vector: false,
+            num_records: None,
+            deleted_rows: 0,
         }
     }
 

@@ -143,6 +143,34 @@ pub enum DeltaError {
         reason: String,
     },
 
+    /// The log has gaps: versions that should load do not.
+    #[error(
+        "the transaction log of `{table}` is damaged: {}; tablekeeper writes no checkpoint and \
+         deletes no log file until it is repaired: restore the missing files from a backup or \
+         the writer's storage versioning",
+        gaps.join("; ")
+    )]
+    DamagedLog { table: String, gaps: Vec<String> },
+    /// Log cleanup's proof failed: deleting what it planned would break the log.
+    #[error(
+        "refusing to clean up the log of `{table}`: {reason}; nothing was deleted; check the \
+         table's checkpoints and `_last_checkpoint`"
+    )]
+    UnsafeLogCleanup { table: String, reason: String },
+    /// A stale write cannot be repaired exactly; nothing was written for it.
+    #[error("cannot repair the stale write at version {stale_write} of `{table}`: {reason}")]
+    RepairRefused {
+        table: String,
+        stale_write: i64,
+        reason: String,
+    },
+    /// VACUUM would delete files a pending repair needs.
+    #[error(
+        "refusing to vacuum `{table}`: stale write(s) at version(s) {versions:?} wait for their \
+         repair, which adds back files this VACUUM could delete; run `tablekeeper repair` (or let \
+         the daemon's repair job run) first"
+    )]
+    RepairPending { table: String, versions: Vec<i64> },
     /// VACUUM deleted a file its own dry run had not listed.
     #[error(
         "vacuum on `{table}` deleted {} file(s) its dry run had not listed (first: {}); stop \
@@ -214,6 +242,10 @@ impl DeltaError {
             | DeltaError::CheckpointCanary { .. }
             | DeltaError::VacuumPlanChanged { .. }
             | DeltaError::MissingDataFiles { .. }
+            | DeltaError::DamagedLog { .. }
+            | DeltaError::UnsafeLogCleanup { .. }
+            | DeltaError::RepairRefused { .. }
+            | DeltaError::RepairPending { .. }
             | DeltaError::IncompleteLog { .. } => ErrorClass::Permanent,
         }
     }
@@ -234,6 +266,10 @@ impl DeltaError {
             | DeltaError::CheckpointCanary { table, .. }
             | DeltaError::VacuumPlanChanged { table, .. }
             | DeltaError::MissingDataFiles { table, .. }
+            | DeltaError::DamagedLog { table, .. }
+            | DeltaError::UnsafeLogCleanup { table, .. }
+            | DeltaError::RepairRefused { table, .. }
+            | DeltaError::RepairPending { table, .. }
             | DeltaError::IncompleteLog { table, .. }
             | DeltaError::Delta { table, .. } => table,
         }

@@ -25,17 +25,29 @@ pub fn removed_but_inactive<'a>(
         .collect()
 }
 
+/// What the guard concluded about one commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Every removed file was active before the commit.
+    Clean,
+    /// The version before the commit could not be read (the log was cleaned up meanwhile):
+    /// the commit stands, unchecked; the reason says why.
+    Unverified(String),
+}
+
 /// Checks an already-read rewrite commit against the active files of `commit.version - 1`.
 ///
 /// `known_before` short-cuts loading that version when the caller already holds its file set
-/// (the common case: nobody committed between our snapshot and our commit).
+/// (the common case: nobody committed between our snapshot and our commit). A violation is an
+/// error; a version that cannot be loaded is [`Verdict::Unverified`], never an error, because
+/// the commit has landed and must not be reported as a failed operation.
 pub(crate) async fn check_commit(
     uri: &str,
     commit: &Commit,
     known_before: Option<(u64, &HashSet<String>)>,
-) -> Result<(), DeltaError> {
+) -> Result<Verdict, DeltaError> {
     if commit.removes.is_empty() {
-        return Ok(());
+        return Ok(Verdict::Clean);
     }
     let Some(previous) = commit.version.checked_sub(1) else {
         // version 0 cannot remove anything that existed before it
@@ -43,25 +55,37 @@ pub(crate) async fn check_commit(
             uri,
             commit,
             commit.removes.iter().map(|r| r.path.clone()).collect(),
-        );
+        )
+        .map(|()| Verdict::Clean);
     };
     let loaded;
     let active_before = match known_before {
         Some((version, set)) if version == previous => set,
-        _ => {
-            let table = open_table_at(uri, previous).await?;
-            loaded = paths(&active_files(&table, uri).await?);
-            &loaded
-        }
+        _ => match open_table_at(uri, previous).await {
+            Ok(table) => {
+                loaded = paths(&active_files(&table, uri).await?);
+                &loaded
+            }
+            Err(err) => {
+                let reason = format!(
+                    "the rewrite committed version {} but its duplicate-rewrite check could not \
+                     read version {previous} ({err}); the commit stands unchecked: compare the \
+                     table's row count with the version before the rewrite",
+                    commit.version
+                );
+                tracing::warn!(table = uri, version = commit.version, error = %err, "duplicate-rewrite check could not read the version before the commit");
+                return Ok(Verdict::Unverified(reason));
+            }
+        },
     };
     let inactive = removed_but_inactive(
         active_before,
         commit.removes.iter().map(|r| r.path.as_str()),
     );
     if inactive.is_empty() {
-        Ok(())
+        Ok(Verdict::Clean)
     } else {
-        violation(uri, commit, inactive)
+        violation(uri, commit, inactive).map(|()| Verdict::Clean)
     }
 }
 
@@ -94,7 +118,13 @@ pub async fn verify_rewrite_commit(uri: &str, version: i64) -> Result<(), DeltaE
             table: uri.to_owned(),
             reason: format!("commit {version} is not on disk (log cleanup?)"),
         })?;
-    check_commit(uri, &commit, None).await
+    match check_commit(uri, &commit, None).await? {
+        Verdict::Clean => Ok(()),
+        Verdict::Unverified(reason) => Err(DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +158,8 @@ mod tests {
             partition_values: Default::default(),
             data_change: false,
             deletion_timestamp: Some(1),
+            num_records: None,
+            deleted_rows: 0,
         }
     }
 
@@ -139,9 +171,12 @@ mod tests {
             removes: vec![remove("a"), remove("b")],
             ..Commit::default()
         };
-        check_commit("/t", &good, Some((3, &before)))
-            .await
-            .expect("clean");
+        assert_eq!(
+            check_commit("/t", &good, Some((3, &before)))
+                .await
+                .expect("clean"),
+            Verdict::Clean
+        );
         let duplicate = Commit {
             version: 4,
             removes: vec![remove("a"), remove("x")],

@@ -26,29 +26,40 @@ mod compact;
 mod error;
 pub mod fixtures;
 mod guard;
+mod history;
 mod log;
+mod log_guard;
+mod log_integrity;
 mod maintainable;
 mod open;
+pub mod peers;
 mod presence;
 mod probe;
+mod repair;
 mod report;
 mod retention;
 mod rewrite;
 mod run;
 mod snapshot;
+mod stale;
 mod vacuum;
 mod zorder;
 
-pub use checkpoint::{checkpoint, CheckpointOptions};
+pub use checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use compact::{compact, CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use error::{classify_delta_error, DeltaError, ErrorClass};
 pub use guard::{removed_but_inactive, verify_rewrite_commit};
+pub use history::CommitRecord;
 pub use maintainable::{check_maintainable, TableProtocol};
 pub use open::{open_table, register_handlers, table_url};
-pub use probe::{Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY};
+pub use probe::{
+    HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY,
+};
+pub use repair::{repair, PlannedFile, RepairOptions, RepairPlan};
 pub use report::{MaintenanceOp, OpReport, RetentionDrift, MAX_REPORTED_PATHS};
 pub use retention::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,
 };
+pub use stale::{StaleWrite, DEFAULT_STALE_WATCH};
 pub use vacuum::{vacuum, VacuumMode, VacuumOptions};
 pub use zorder::{files_added_since, zorder, FilesAddedSince, ZorderOptions};

@@ -7,8 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use deltalake::logstore::LogStore;
-use deltalake::{ObjectStore, Path};
+use deltalake::logstore::object_store::GetOptions;
+use deltalake::logstore::{commit_uri_from_version, LogStore};
+use deltalake::{ObjectStore, ObjectStoreError, Path};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Map, Value};
 
@@ -29,22 +30,72 @@ pub(crate) const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 pub(crate) struct LogListing {
     /// JSON commit versions with their object modification time (ms since epoch).
     pub commits: BTreeMap<u64, i64>,
-    /// Versions that have a (single- or multi-part, classic or v2) checkpoint.
-    pub checkpoints: BTreeSet<u64>,
+    /// Checkpoints (single- or multi-part, classic or v2) by version.
+    pub checkpoints: BTreeMap<u64, CheckpointFiles>,
+    /// Every versioned file (commits, checkpoint files, checksums) with its version and
+    /// modification time: what log cleanup may delete.
+    pub files: Vec<LogEntry>,
+}
+
+/// One versioned file of `_delta_log`.
+#[derive(Debug, Clone)]
+pub(crate) struct LogEntry {
+    pub location: Path,
+    pub version: u64,
+    pub modified_ms: i64,
+}
+
+/// The files of one checkpoint version.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct CheckpointFiles {
+    /// A single-file checkpoint (classic or v2) is present.
+    pub single: bool,
+    /// Multi-part checkpoints: parts present, by the part count their names declare.
+    pub parts: BTreeMap<u32, BTreeSet<u32>>,
+}
+
+impl CheckpointFiles {
+    /// A reader can load this checkpoint: a single file, or every part of a multi-part one.
+    pub fn complete(&self) -> bool {
+        self.single
+            || self
+                .parts
+                .iter()
+                .any(|(total, present)| (1..=*total).all(|part| present.contains(&part)))
+    }
+
+    /// For an incomplete multi-part checkpoint: the missing part numbers and the count.
+    pub fn missing_parts(&self) -> Option<(Vec<u32>, u32)> {
+        if self.complete() {
+            return None;
+        }
+        let (total, present) = self.parts.iter().next_back()?;
+        Some((
+            (1..=*total).filter(|p| !present.contains(p)).collect(),
+            *total,
+        ))
+    }
 }
 
 impl LogListing {
+    /// Versions that have a complete checkpoint.
+    pub fn complete_checkpoints(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.checkpoints
+            .iter()
+            .filter(|(_, files)| files.complete())
+            .map(|(v, _)| *v)
+    }
+
     /// The oldest version whose state can still be reconstructed from the files on disk: 0 when
-    /// every commit from 0 is present, else the oldest checkpoint followed by contiguous commits.
+    /// every commit from 0 is present, else the oldest complete checkpoint followed by
+    /// contiguous commits up to `latest`.
     pub fn earliest_reconstructable(&self, latest: u64) -> Option<u64> {
         let contiguous_from =
             |start: u64| (start + 1..=latest).all(|v| self.commits.contains_key(&v));
         if self.commits.contains_key(&0) && contiguous_from(0) {
             return Some(0);
         }
-        self.checkpoints
-            .iter()
-            .copied()
+        self.complete_checkpoints()
             .filter(|cp| *cp <= latest)
             .find(|cp| contiguous_from(*cp))
     }
@@ -60,49 +111,123 @@ pub(crate) async fn list_log(
     let mut entries = store.list(Some(&prefix));
     while let Some(entry) = entries.next().await {
         let meta = entry.map_err(|err| DeltaError::store(table, "listing _delta_log", err))?;
-        let Some(name) = meta.location.filename() else {
-            continue;
-        };
-        // files in subdirectories of _delta_log (e.g. `_commits/`, `_sidecars/`) are not commits
-        let depth = meta.location.parts().count();
-        if depth != 2 {
-            continue;
-        }
-        match classify_log_file(name) {
-            Some(LogFile::Commit(version)) => {
-                listing
-                    .commits
-                    .insert(version, meta.last_modified.timestamp_millis());
-            }
-            Some(LogFile::Checkpoint(version)) => {
-                listing.checkpoints.insert(version);
-            }
-            None => {}
-        }
+        listing.add(&meta.location, meta.last_modified.timestamp_millis());
     }
     Ok(listing)
+}
+
+impl LogListing {
+    /// Takes in one listed object, given relative to the table root (`_delta_log/NAME`).
+    pub(crate) fn add(&mut self, location: &Path, modified_ms: i64) {
+        // files in subdirectories of _delta_log (e.g. `_commits/`, `_sidecars/`) are not
+        // versioned log files
+        if location.parts().count() != 2 {
+            return;
+        }
+        let Some(kind) = location.filename().and_then(classify_log_file) else {
+            return;
+        };
+        let version = match kind {
+            LogFile::Commit(version) => {
+                self.commits.insert(version, modified_ms);
+                version
+            }
+            LogFile::Checkpoint { version, part } => {
+                let files = self.checkpoints.entry(version).or_default();
+                match part {
+                    Some((part, total)) => {
+                        files.parts.entry(total).or_default().insert(part);
+                    }
+                    None => files.single = true,
+                }
+                version
+            }
+            LogFile::Checksum(version) => version,
+        };
+        self.files.push(LogEntry {
+            location: location.clone(),
+            version,
+            modified_ms,
+        });
+    }
+}
+
+/// JSON commit versions newer than `after`, ascending, listed from `after` on (one LIST request
+/// per 1,000 entries past it, however long the log).
+pub(crate) async fn commits_after(
+    store: &dyn ObjectStore,
+    table: &str,
+    after: u64,
+) -> Result<Vec<u64>, DeltaError> {
+    let prefix = Path::from("_delta_log");
+    let offset = commit_uri_from_version(Some(after));
+    let mut versions = Vec::new();
+    let mut entries = store.list_with_offset(Some(&prefix), &offset);
+    while let Some(entry) = entries.next().await {
+        let meta = entry.map_err(|err| DeltaError::store(table, "listing _delta_log", err))?;
+        if meta.location.parts().count() != 2 {
+            continue;
+        }
+        if let Some(LogFile::Commit(version)) = meta.location.filename().and_then(classify_log_file)
+        {
+            if version > after {
+                versions.push(version);
+            }
+        }
+    }
+    versions.sort_unstable();
+    Ok(versions)
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum LogFile {
     Commit(u64),
-    Checkpoint(u64),
+    /// A checkpoint file; `part` is (part, parts) for a classic multi-part checkpoint.
+    Checkpoint {
+        version: u64,
+        part: Option<(u32, u32)>,
+    },
+    Checksum(u64),
 }
 
-/// Recognises `<20 digits>.json` and `<20 digits>.checkpoint[.*].parquet|json`.
+/// Recognises `<20 digits>.json`, `<20 digits>.crc` and the checkpoint names:
+/// `.checkpoint.parquet`, `.checkpoint.<part>.<parts>.parquet` and v2's
+/// `.checkpoint.<uuid>.parquet|json`. Log compaction files (`<v>.<v>.compacted.json`) and
+/// anything else are not versioned files of their own.
 fn classify_log_file(name: &str) -> Option<LogFile> {
     let (digits, rest) = name.split_at_checked(20)?;
     if !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let version: u64 = digits.parse().ok()?;
-    if rest == ".json" {
-        return Some(LogFile::Commit(version));
+    match rest {
+        ".json" => return Some(LogFile::Commit(version)),
+        ".crc" => return Some(LogFile::Checksum(version)),
+        _ => {}
     }
-    if rest.starts_with(".checkpoint.") && (rest.ends_with(".parquet") || rest.ends_with(".json")) {
-        return Some(LogFile::Checkpoint(version));
+    if rest == ".checkpoint.parquet" {
+        return Some(LogFile::Checkpoint {
+            version,
+            part: None,
+        });
     }
-    None
+    let middle = rest.strip_prefix(".checkpoint.")?;
+    let middle = middle
+        .strip_suffix(".parquet")
+        .or_else(|| middle.strip_suffix(".json"))?;
+    if middle.is_empty() {
+        return None;
+    }
+    let part = match middle.split_once('.') {
+        Some((part, total))
+            if part.bytes().all(|b| b.is_ascii_digit())
+                && total.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Some((part.parse().ok()?, total.parse().ok()?))
+        }
+        _ => None,
+    };
+    Some(LogFile::Checkpoint { version, part })
 }
 
 /// An add or remove action, reduced to what this crate needs.
@@ -114,12 +239,18 @@ pub(crate) struct FileAction {
     pub partition_values: HashMap<String, Option<String>>,
     pub data_change: bool,
     pub deletion_timestamp: Option<i64>,
+    /// `stats.numRecords` of an add, when the writer recorded statistics.
+    pub num_records: Option<u64>,
+    /// Rows its deletion vector marks deleted (`deletionVector.cardinality`); 0 without one.
+    pub deleted_rows: u64,
 }
 
 /// One JSON commit, reduced.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Commit {
     pub version: u64,
+    /// Modification time of the commit file, when it was read from storage.
+    pub modified_ms: Option<i64>,
     pub commit_info: Option<Map<String, Value>>,
     pub adds: Vec<FileAction>,
     pub removes: Vec<FileAction>,
@@ -159,6 +290,11 @@ impl Commit {
             .or_else(|| info.get("timestamp").and_then(Value::as_i64))
     }
 
+    /// When the commit happened: its own timestamp, else its file's modification time.
+    pub fn committed_ms(&self) -> Option<i64> {
+        self.info_timestamp_ms().or(self.modified_ms)
+    }
+
     /// `commitInfo.operation`, e.g. `OPTIMIZE`, `VACUUM END`.
     pub fn operation(&self) -> Option<&str> {
         self.commit_info.as_ref()?.get("operation")?.as_str()
@@ -191,11 +327,78 @@ impl Commit {
 
     /// The tablekeeper run id recorded in this commit, if tablekeeper wrote it.
     pub fn run_id(&self) -> Option<&str> {
-        self.commit_info
-            .as_ref()?
-            .get(MARKER_KEY)?
-            .get("runId")?
-            .as_str()
+        self.marker()?.get("runId")?.as_str()
+    }
+
+    /// tablekeeper's marker object (`commitInfo.tablekeeper`), if tablekeeper wrote it.
+    pub fn marker(&self) -> Option<&Map<String, Value>> {
+        self.commit_info.as_ref()?.get(MARKER_KEY)?.as_object()
+    }
+
+    /// The tablekeeper operation that wrote this commit (`compact`, `zorder`, `vacuum`,
+    /// `repair`, ...), if tablekeeper wrote it.
+    pub fn marker_operation(&self) -> Option<&str> {
+        self.marker()?.get("operation")?.as_str()
+    }
+
+    /// A rewrite of tablekeeper's: rows moved between files, none added or deleted.
+    pub fn is_tablekeeper_rewrite(&self) -> bool {
+        matches!(self.marker_operation(), Some("compact" | "zorder"))
+    }
+
+    /// For a repair commit of tablekeeper's: the stale writes it repaired.
+    pub fn repaired_versions(&self) -> Vec<u64> {
+        if self.marker_operation() != Some("repair") {
+            return Vec::new();
+        }
+        self.marker()
+            .and_then(|m| m.get("repairs"))
+            .and_then(Value::as_array)
+            .map(|versions| versions.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default()
+    }
+
+    /// A field of `commitInfo`.
+    pub fn info(&self, key: &str) -> Option<&Value> {
+        self.commit_info.as_ref()?.get(key)
+    }
+
+    /// A parameter of `commitInfo.operationParameters`, as text (engines write them as
+    /// strings; a few write JSON values).
+    pub fn parameter(&self, key: &str) -> Option<String> {
+        match self.info("operationParameters")?.get(key)? {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// True for a commit by another writer that replaced the table's (or whole partitions')
+    /// contents without a predicate: a `WRITE` in overwrite mode, or a `CREATE OR REPLACE` /
+    /// `REPLACE TABLE`. Such a writer removes every file its snapshot held, so when its
+    /// snapshot predates a compaction the compacted copies of the old rows survive (DESIGN.md
+    /// hazards). Overwrites with a predicate (`replaceWhere`) conflict correctly and do not
+    /// count.
+    pub fn is_full_overwrite(&self) -> bool {
+        if self.marker().is_some() {
+            return false;
+        }
+        let has_predicate = ["predicate", "replaceWhere"].iter().any(|key| {
+            self.parameter(key)
+                .is_some_and(|p| !p.trim().is_empty() && p != "[]")
+        });
+        if has_predicate {
+            return false;
+        }
+        match self.operation() {
+            Some("WRITE" | "CREATE TABLE AS SELECT" | "CREATE OR REPLACE TABLE AS SELECT") => self
+                .parameter("mode")
+                .is_some_and(|mode| mode.eq_ignore_ascii_case("overwrite")),
+            Some("CREATE OR REPLACE TABLE" | "REPLACE TABLE" | "REPLACE TABLE AS SELECT") => {
+                !self.removes.is_empty()
+            }
+            _ => false,
+        }
     }
 }
 
@@ -221,28 +424,57 @@ fn file_action(obj: &Map<String, Value>) -> FileAction {
             .and_then(Value::as_bool)
             .unwrap_or(true),
         deletion_timestamp: obj.get("deletionTimestamp").and_then(Value::as_i64),
+        num_records: obj
+            .get("stats")
+            .and_then(Value::as_str)
+            .and_then(num_records_of),
+        deleted_rows: obj
+            .get("deletionVector")
+            .and_then(|dv| dv.get("cardinality"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     }
 }
 
-/// Reads one JSON commit; `None` when it is not (or no longer) on disk.
+/// `numRecords` out of an add's `stats` JSON string, without parsing the column statistics.
+fn num_records_of(stats: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Rows {
+        #[serde(rename = "numRecords")]
+        num_records: Option<u64>,
+    }
+    serde_json::from_str::<Rows>(stats).ok()?.num_records
+}
+
+/// Reads one JSON commit; `None` when it is not (or no longer) on disk. The commit carries its
+/// file's modification time, the commit time of last resort (writers that record no
+/// `commitInfo`).
 pub(crate) async fn read_commit(
     log_store: &dyn LogStore,
     table: &str,
     version: u64,
 ) -> Result<Option<Commit>, DeltaError> {
-    let bytes = log_store
-        .read_commit_entry(version)
-        .await
-        .map_err(|err| DeltaError::delta(table, "reading a commit", err))?;
-    let Some(bytes) = bytes else {
-        return Ok(None);
+    let path = commit_uri_from_version(Some(version));
+    let store = log_store.object_store(None);
+    let result = match store.get_opts(&path, GetOptions::default()).await {
+        Ok(result) => result,
+        Err(ObjectStoreError::NotFound { .. }) => return Ok(None),
+        Err(err) => return Err(DeltaError::store(table, "reading a commit", err)),
     };
-    Commit::parse(version, &bytes)
-        .map(Some)
-        .map_err(|reason| DeltaError::IncompleteLog {
+    let modified_ms = result.meta.last_modified.timestamp_millis();
+    let bytes = match result.bytes().await {
+        Ok(bytes) => bytes,
+        // cleaned up between the request and the read of its body
+        Err(ObjectStoreError::NotFound { .. }) => return Ok(None),
+        Err(err) => return Err(DeltaError::store(table, "reading a commit", err)),
+    };
+    let mut commit =
+        Commit::parse(version, &bytes).map_err(|reason| DeltaError::IncompleteLog {
             table: table.to_owned(),
             reason,
-        })
+        })?;
+    commit.modified_ms = Some(modified_ms);
+    Ok(Some(commit))
 }
 
 /// Reads the commits `versions` concurrently, in ascending order; missing ones are `None`.
@@ -320,13 +552,31 @@ mod tests {
         );
         assert_eq!(
             classify_log_file("00000000000000000010.checkpoint.parquet"),
-            Some(LogFile::Checkpoint(10))
+            Some(LogFile::Checkpoint {
+                version: 10,
+                part: None
+            })
         );
         assert_eq!(
             classify_log_file("00000000000000000010.checkpoint.0000000001.0000000002.parquet"),
-            Some(LogFile::Checkpoint(10))
+            Some(LogFile::Checkpoint {
+                version: 10,
+                part: Some((1, 2))
+            })
         );
-        assert_eq!(classify_log_file("00000000000000000010.crc"), None);
+        assert_eq!(
+            classify_log_file(
+                "00000000000000000010.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"
+            ),
+            Some(LogFile::Checkpoint {
+                version: 10,
+                part: None
+            })
+        );
+        assert_eq!(
+            classify_log_file("00000000000000000010.crc"),
+            Some(LogFile::Checksum(10))
+        );
         assert_eq!(classify_log_file("_last_checkpoint"), None);
         assert_eq!(
             classify_log_file("00000000000000000001.00000000000000000003.compacted.json"),
@@ -341,7 +591,20 @@ mod tests {
             listing.commits.insert(v, 0);
         }
         assert_eq!(listing.earliest_reconstructable(12), None);
-        listing.checkpoints.insert(8);
+        listing
+            .checkpoints
+            .entry(8)
+            .or_default()
+            .parts
+            .entry(2)
+            .or_default()
+            .insert(1);
+        assert_eq!(
+            listing.earliest_reconstructable(12),
+            None,
+            "part 2 of 2 is missing"
+        );
+        listing.checkpoints.entry(8).or_default().single = true;
         assert_eq!(listing.earliest_reconstructable(12), Some(8));
         for v in 0..5 {
             listing.commits.insert(v, 0);

@@ -1,15 +1,20 @@
 //! Turning an inventory path into a loaded [`DeltaTable`].
 //!
-//! Owns uri validation and the one-time registration of deltalake's cloud storage handlers.
+//! Owns uri validation, the one-time registration of deltalake's cloud storage handlers, and
+//! building every table on a [`LogKeepingStore`], so that no commit made through a table opened
+//! here can delete a log file ([`crate::log_guard`]). Only [`unguarded_log_store`] hands out the
+//! plain store, for the checkpoint operation's proven log cleanup.
 //! Credentials come only from the environment (or the platform identity) through deltalake's
 //! object-store configuration; this module must never take credentials as parameters or log them.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use deltalake::logstore::LogStoreRef;
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore};
 use url::Url;
 
 use crate::error::DeltaError;
+use crate::log_guard::LogKeepingStore;
 
 static REGISTER_HANDLERS: Once = Once::new();
 
@@ -94,7 +99,13 @@ async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
             });
         }
     }
-    let table = DeltaTableBuilder::from_url(url)
+    let root = DeltaTableBuilder::from_url(url.clone())
+        .and_then(|builder| builder.build_storage())
+        .map_err(|err| map_open_error(uri, err))?
+        .root_object_store(None);
+    let guarded: Arc<dyn ObjectStore> = Arc::new(LogKeepingStore::new(root));
+    let table = DeltaTableBuilder::from_url(url.clone())
+        .map(|builder| builder.with_storage_backend(guarded, url))
         .and_then(DeltaTableBuilder::build)
         .map_err(|err| map_open_error(uri, err))?;
     let is_table = table
@@ -107,6 +118,16 @@ async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
         });
     }
     Ok(table)
+}
+
+/// The table's log store without the [`LogKeepingStore`]: deletes reach storage. Only the
+/// checkpoint operation's log cleanup may use it, after proving what it deletes is not needed.
+pub(crate) fn unguarded_log_store(uri: &str) -> Result<LogStoreRef, DeltaError> {
+    register_handlers();
+    let url = table_url(uri)?;
+    DeltaTableBuilder::from_url(url)
+        .and_then(|builder| builder.build_storage())
+        .map_err(|err| map_open_error(uri, err))
 }
 
 fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {

@@ -1,69 +1,119 @@
-//! Damage check: does every data file the log references still exist in storage?
+//! Damage check: does every data file the log references still exist in storage, and does
+//! every version of the log that should load still load?
 //!
 //! Someone deleting files by hand or a bucket lifecycle rule leaves a log that points at
-//! nothing; readers of the table then fail on those files. The probe reports such a table
-//! ([`DeltaError::MissingDataFiles`]) and every maintenance operation refuses to touch it
-//! until it reads again: rewriting or vacuuming a damaged table can only make the damage
-//! harder to repair (RESTORE, or re-adding the files).
+//! nothing; readers of the table then fail on those files. The same accidents can take a commit
+//! out of the middle of the log or a part out of a checkpoint. The probe reports such a table
+//! ([`DeltaError::MissingDataFiles`], [`DeltaError::DamagedLog`]) and every maintenance
+//! operation refuses to touch it until it reads again: rewriting, vacuuming or cleaning up a
+//! damaged table can only make the damage harder to repair.
 //!
-//! The check is one recursive listing of the table root compared with the active file list,
-//! never a read of a data file: one LIST request per 1,000 objects on S3, GCS and Azure, a
-//! directory walk on local storage.
+//! The check is one recursive listing of the table root compared with the active file list and
+//! with [`crate::log_integrity`]'s rules, never a read of a data file: one LIST request per 1,000
+//! objects on S3, GCS and Azure, a directory walk on local storage.
 
 use std::collections::HashSet;
 
 use deltalake::DeltaTable;
 use futures::TryStreamExt;
 
+use crate::checkpoint::{ensure_log_sound, last_checkpoint};
 use crate::error::DeltaError;
-use crate::log::decode_path;
+use crate::log::{decode_path, LogListing};
 use crate::snapshot::ActiveFile;
 
 /// Prefix of the transaction log inside the table root; not data files.
 const LOG_PREFIX: &str = "_delta_log/";
 
-/// Active files (relative, percent-decoded paths) that storage no longer holds.
-pub(crate) async fn missing_files(
-    table: &DeltaTable,
-    uri: &str,
-    files: &[ActiveFile],
-) -> Result<Vec<String>, DeltaError> {
-    if files.is_empty() {
-        return Ok(Vec::new());
-    }
-    let listed: HashSet<String> = table
-        .object_store()
-        .list(None)
-        .try_filter_map(|meta| async move {
-            let raw = meta.location.as_ref();
-            Ok((!raw.starts_with(LOG_PREFIX)).then(|| decode_path(raw)))
-        })
-        .try_collect()
+/// What one listing of the table root found.
+struct Listed {
+    /// Data file paths (relative, percent-decoded).
+    data: HashSet<String>,
+    log: LogListing,
+}
+
+async fn list_root(table: &DeltaTable, uri: &str) -> Result<Listed, DeltaError> {
+    let mut entries = table.object_store().list(None);
+    let mut listed = Listed {
+        data: HashSet::new(),
+        log: LogListing::default(),
+    };
+    while let Some(meta) = entries
+        .try_next()
         .await
-        .map_err(|err| DeltaError::store(uri, "listing the table's data files", err))?;
+        .map_err(|err| DeltaError::store(uri, "listing the table's files", err))?
+    {
+        if meta.location.as_ref().starts_with(LOG_PREFIX) {
+            listed
+                .log
+                .add(&meta.location, meta.last_modified.timestamp_millis());
+        } else {
+            listed.data.insert(decode_path(meta.location.as_ref()));
+        }
+    }
+    Ok(listed)
+}
+
+/// Active files (relative, percent-decoded paths) missing from `data`.
+fn missing_files(data: &HashSet<String>, files: &[ActiveFile]) -> Vec<String> {
     let mut missing: Vec<String> = files
         .iter()
-        .filter(|f| !listed.contains(&f.path) && !listed.contains(&decode_path(&f.path)))
+        .filter(|f| !data.contains(&f.path) && !data.contains(&decode_path(&f.path)))
         .map(|f| f.path.clone())
         .collect();
     missing.sort();
-    Ok(missing)
+    missing
 }
 
-/// Fails with [`DeltaError::MissingDataFiles`] when any active file is gone from storage.
+/// Fails with [`DeltaError::MissingDataFiles`] when any active file is gone from storage, and
+/// with [`DeltaError::DamagedLog`] when the log has gaps.
 pub(crate) async fn ensure_present(
     table: &DeltaTable,
     uri: &str,
     files: &[ActiveFile],
 ) -> Result<(), DeltaError> {
-    let missing = missing_files(table, uri, files).await?;
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(DeltaError::MissingDataFiles {
+    let listed = list_root(table, uri).await?;
+    let missing = missing_files(&listed.data, files);
+    if !missing.is_empty() {
+        return Err(DeltaError::MissingDataFiles {
             table: uri.to_owned(),
             active: files.len(),
             files: missing,
-        })
+        });
+    }
+    let latest = table.version().unwrap_or(0);
+    let hint = last_checkpoint(table.object_store().as_ref(), uri)
+        .await?
+        .map(|cp| cp.version);
+    ensure_log_sound(uri, &listed.log, latest, hint)
+}
+
+/// Explains a table that failed to load: when its log is damaged, the damage (naming the gap)
+/// instead of the loader's error; otherwise the error as it was.
+pub(crate) async fn explain_load_failure(uri: &str, err: DeltaError) -> DeltaError {
+    if matches!(
+        err,
+        DeltaError::NotADeltaTable { .. } | DeltaError::InvalidUri { .. }
+    ) {
+        return err;
+    }
+    let Ok(log_store) = crate::open::unguarded_log_store(uri) else {
+        return err;
+    };
+    let store = log_store.object_store(None);
+    let Ok(listing) = crate::log::list_log(store.as_ref(), uri).await else {
+        return err;
+    };
+    let Some(latest) = listing.commits.keys().next_back().copied() else {
+        return err;
+    };
+    let hint = last_checkpoint(store.as_ref(), uri)
+        .await
+        .ok()
+        .flatten()
+        .map(|cp| cp.version);
+    match ensure_log_sound(uri, &listing, latest, hint) {
+        Ok(()) => err,
+        Err(damaged) => damaged,
     }
 }

@@ -8,6 +8,11 @@
 //! disk: log cleanup (`delta.logRetentionDuration`, 30 days by default) erases older ones, so
 //! a table whose last OPTIMIZE is older than its log retention reports `last_optimize_at: null`
 //! after a restart. Persist what staleness needs in the job store.
+//!
+//! Every commit the prober reads also feeds the stale-write watch ([`crate::stale`]) and the
+//! list of full overwrites by other writers, and becomes a [`CommitRecord`] waiting in
+//! [`Prober::take_history`] for the caller to persist (`table_commits`), so history outlives
+//! the log at no extra request.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,10 +25,13 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{commits_since, last_checkpoint};
 use crate::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
 use crate::error::DeltaError;
+use crate::history::CommitRecord;
 use crate::log::{list_log, partition_key, read_commits, Commit};
 use crate::maintainable::TableProtocol;
 use crate::open::open_table;
+use crate::presence::explain_load_failure;
 use crate::snapshot::active_files;
+use crate::stale::{count_stale_rows, StaleWatch, StaleWrite, DEFAULT_STALE_WATCH};
 use crate::zorder::{files_added_since, FilesAddedSince};
 
 /// One hour, the window of `commits_per_hour`.
@@ -46,6 +54,10 @@ pub struct ProbeOptions {
     /// per 1,000 objects, so it is not repeated on every probe of a large table; every
     /// maintenance operation runs the check itself before it changes anything.
     pub presence_every: Duration,
+    /// How long after a tablekeeper rewrite its removed files are watched for stale writes,
+    /// and how far back full overwrites by other writers are listed
+    /// (default [`DEFAULT_STALE_WATCH`]).
+    pub stale_watch: Duration,
 }
 
 impl ProbeOptions {
@@ -55,8 +67,28 @@ impl ProbeOptions {
             target_file_size,
             small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
             presence_every: DEFAULT_PRESENCE_EVERY,
+            stale_watch: DEFAULT_STALE_WATCH,
         }
     }
+}
+
+/// A full overwrite by another writer (see [`crate::stale`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverwriteCommit {
+    pub version: i64,
+    pub committed_at: Option<DateTime<Utc>>,
+    pub operation: Option<String>,
+    pub engine_info: Option<String>,
+}
+
+/// At most this many recent overwrites are listed in a probe (the newest).
+const LISTED_OVERWRITES: usize = 10;
+
+/// Commits read since the last [`Prober::take_history`], for `table_commits`.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryBatch {
+    /// Records in version order.
+    pub commits: Vec<CommitRecord>,
 }
 
 /// A table's state as read from its log.
@@ -103,9 +135,21 @@ pub struct Probe {
     pub writer_features: Vec<String>,
     pub partition_columns: Vec<String>,
     pub deletion_vectors_enabled: bool,
+    /// Stale writes found in the watch window: pending ones until repaired, repaired ones
+    /// until the window passes (see [`crate::stale`]).
+    #[serde(default)]
+    pub stale_writes: Vec<StaleWrite>,
+    /// Full overwrites by other writers inside the watch window, newest first (at most 10).
+    #[serde(default)]
+    pub recent_overwrites: Vec<OverwriteCommit>,
 }
 
 impl Probe {
+    /// Stale writes not repaired yet.
+    pub fn pending_stale_writes(&self) -> impl Iterator<Item = &StaleWrite> {
+        self.stale_writes.iter().filter(|w| w.pending())
+    }
+
     /// The protocol facts, for [`crate::check_maintainable`].
     pub fn protocol(&self) -> TableProtocol {
         TableProtocol {
@@ -121,7 +165,7 @@ impl Probe {
 }
 
 /// Facts accumulated from the commits read so far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct History {
     /// Highest version whose commit has been read.
     scanned_to: Option<u64>,
@@ -132,6 +176,14 @@ struct History {
     last_optimize: Option<(u64, i64)>,
     last_zorder: Option<(u64, i64)>,
     last_vacuum: Option<(u64, i64)>,
+    stale: StaleWatch,
+    /// Stale writes whose rows were counted (or could not be).
+    stale_counted: std::collections::BTreeSet<i64>,
+    /// Full overwrites by other writers inside the watch window, oldest first.
+    overwrites: VecDeque<OverwriteCommit>,
+    watch_ms: i64,
+    /// Records not yet taken by [`Prober::take_history`].
+    unrecorded: Vec<CommitRecord>,
 }
 
 fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
@@ -141,9 +193,29 @@ fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
 }
 
 impl History {
-    fn absorb(&mut self, commit: &Commit, mtime_ms: Option<i64>) {
+    fn new(watch: Duration) -> Self {
+        History {
+            scanned_to: None,
+            first: None,
+            last_commit: None,
+            recent: VecDeque::new(),
+            last_optimize: None,
+            last_zorder: None,
+            last_vacuum: None,
+            stale: StaleWatch::new(watch),
+            stale_counted: Default::default(),
+            overwrites: VecDeque::new(),
+            watch_ms: i64::try_from(watch.as_millis()).unwrap_or(i64::MAX),
+            unrecorded: Vec::new(),
+        }
+    }
+
+    fn absorb(&mut self, commit: &Commit) {
         let version = commit.version;
-        let Some(ts) = commit.info_timestamp_ms().or(mtime_ms) else {
+        if let Some(record) = CommitRecord::of(commit) {
+            self.unrecorded.push(record);
+        }
+        let Some(ts) = commit.committed_ms() else {
             return;
         };
         if self.first.is_none_or(|(v, _)| version < v) {
@@ -161,6 +233,18 @@ impl History {
             Some("VACUUM START" | "VACUUM END") => newer(&mut self.last_vacuum, version, ts),
             _ => {}
         }
+        self.stale.absorb(commit, ts);
+        if commit.is_full_overwrite() {
+            self.overwrites.push_back(OverwriteCommit {
+                version: to_i64(version),
+                committed_at: millis_to_time(ts),
+                operation: commit.operation().map(str::to_owned),
+                engine_info: commit
+                    .info("engineInfo")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+            });
+        }
         self.scanned_to = Some(self.scanned_to.map_or(version, |s| s.max(version)));
     }
 
@@ -168,6 +252,16 @@ impl History {
     fn commits_in_last_hour(&mut self, now_ms: i64) -> u64 {
         self.recent.retain(|(_, ts)| *ts > now_ms - HOUR_MS);
         self.recent.len() as u64
+    }
+
+    /// Forgets stale-write and overwrite facts older than the watch window.
+    fn prune(&mut self, now_ms: i64) {
+        self.stale.prune();
+        let horizon = now_ms.saturating_sub(self.watch_ms);
+        self.overwrites.retain(|o| {
+            o.committed_at
+                .is_some_and(|t| t.timestamp_millis() >= horizon)
+        });
     }
 }
 
@@ -222,17 +316,19 @@ impl Prober {
         let mut guard = slot.lock().await;
         match guard.as_mut() {
             Some(tracked) => {
-                tracked
-                    .table
-                    .update_state()
-                    .await
-                    .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))?;
+                if let Err(err) = tracked.table.update_state().await {
+                    let err = DeltaError::delta(uri, "refreshing the table", err);
+                    return Err(explain_load_failure(uri, err).await);
+                }
             }
             None => {
-                let table = open_table(uri).await?;
+                let table = match open_table(uri).await {
+                    Ok(table) => table,
+                    Err(err) => return Err(explain_load_failure(uri, err).await),
+                };
                 *guard = Some(Tracked {
                     table,
-                    history: History::default(),
+                    history: History::new(options.stale_watch),
                     presence_ok_at: None,
                 });
             }
@@ -242,6 +338,31 @@ impl Prober {
             reason: "probe state vanished".into(),
         })?;
         probe_tracked(uri, tracked, options).await
+    }
+
+    /// Takes the commit records read since the last call, for the caller to persist. A caller
+    /// that fails to persist them hands them back with [`Prober::return_history`].
+    pub async fn take_history(&self, uri: &str) -> HistoryBatch {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        match guard.as_mut() {
+            Some(tracked) => HistoryBatch {
+                commits: std::mem::take(&mut tracked.history.unrecorded),
+            },
+            None => HistoryBatch::default(),
+        }
+    }
+
+    /// Gives back records [`Prober::take_history`] handed out and the caller could not persist;
+    /// the next take returns them again, before newer ones.
+    pub async fn return_history(&self, uri: &str, batch: HistoryBatch) {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        if let Some(tracked) = guard.as_mut() {
+            let newer = std::mem::take(&mut tracked.history.unrecorded);
+            tracked.history.unrecorded = batch.commits;
+            tracked.history.unrecorded.extend(newer);
+        }
     }
 
     /// Data files added after `since_version` (for Z-order scoping), from the tracked table.
@@ -307,24 +428,24 @@ async fn probe_tracked(
             let listing = list_log(table.object_store().as_ref(), uri).await?;
             let versions: Vec<u64> = listing.commits.range(..=version).map(|(v, _)| *v).collect();
             history_from = versions.first().copied();
-            for (v, commit) in read_commits(log_store.as_ref(), uri, versions).await? {
+            for (_, commit) in read_commits(log_store.as_ref(), uri, versions).await? {
                 if let Some(commit) = commit {
-                    tracked
-                        .history
-                        .absorb(&commit, listing.commits.get(&v).copied());
+                    tracked.history.absorb(&commit);
                 }
             }
         }
         Some(scanned) if scanned < version => {
             for (_, commit) in read_commits(log_store.as_ref(), uri, scanned + 1..=version).await? {
                 if let Some(commit) = commit {
-                    tracked.history.absorb(&commit, None);
+                    tracked.history.absorb(&commit);
                 }
             }
         }
         Some(_) => {}
     }
     let history = &mut tracked.history;
+    history.prune(probed_at.timestamp_millis());
+    count_new_stale_rows(uri, history).await;
     history_from = history_from.or(history.first.map(|(v, _)| v));
     let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
 
@@ -357,7 +478,38 @@ async fn probe_tracked(
         reader_features: protocol.reader_features,
         writer_features: protocol.writer_features,
         partition_columns: protocol.partition_columns,
+        stale_writes: history.stale.summaries(),
+        recent_overwrites: history
+            .overwrites
+            .iter()
+            .rev()
+            .take(LISTED_OVERWRITES)
+            .cloned()
+            .collect(),
     })
+}
+
+/// Counts the rows of stale writes found since the last probe (they are rare: loading the
+/// versions before their rewrites is affordable). A failure leaves `rows` unknown.
+async fn count_new_stale_rows(uri: &str, history: &mut History) {
+    let uncounted: Vec<u64> = history
+        .stale
+        .detections()
+        .filter(|d| !history.stale_counted.contains(&d.summary.version))
+        .filter_map(|d| u64::try_from(d.summary.version).ok())
+        .collect();
+    for version in uncounted {
+        let Some(detection) = history.stale.detection_mut(version) else {
+            continue;
+        };
+        match count_stale_rows(uri, detection).await {
+            Ok(rows) => detection.summary.rows = rows,
+            Err(err) => {
+                tracing::warn!(table = uri, version, error = %err, "cannot count the rows of a stale write")
+            }
+        }
+        history.stale_counted.insert(detection.summary.version);
+    }
 }
 
 #[cfg(test)]
@@ -371,40 +523,33 @@ mod tests {
 
     #[test]
     fn history_tracks_the_newest_of_each_kind() {
-        let mut h = History::default();
-        h.absorb(&commit(0, 1_000, r#""operation":"CREATE TABLE""#), None);
-        h.absorb(&commit(1, 2_000, r#""operation":"OPTIMIZE""#), None);
-        h.absorb(
-            &commit(
-                2,
-                3_000,
-                r#""operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[\"k\"]"}"#,
-            ),
-            None,
-        );
-        h.absorb(&commit(3, 4_000, r#""operation":"VACUUM START""#), None);
-        h.absorb(&commit(4, 5_000, r#""operation":"VACUUM END""#), None);
+        let mut h = History::new(DEFAULT_STALE_WATCH);
+        h.absorb(&commit(0, 1_000, r#""operation":"CREATE TABLE""#));
+        h.absorb(&commit(1, 2_000, r#""operation":"OPTIMIZE""#));
+        h.absorb(&commit(
+            2,
+            3_000,
+            r#""operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[\"k\"]"}"#,
+        ));
+        h.absorb(&commit(3, 4_000, r#""operation":"VACUUM START""#));
+        h.absorb(&commit(4, 5_000, r#""operation":"VACUUM END""#));
         assert_eq!(h.first, Some((0, 1_000)));
         assert_eq!(h.last_commit, Some((4, 5_000)));
         assert_eq!(h.last_optimize, Some((2, 3_000)));
         assert_eq!(h.last_zorder, Some((2, 3_000)));
         assert_eq!(h.last_vacuum, Some((4, 5_000)));
         assert_eq!(h.scanned_to, Some(4));
+        assert_eq!(h.unrecorded.len(), 5);
+        assert_eq!(h.unrecorded[2].version, 2);
     }
 
     #[test]
     fn commits_per_hour_counts_only_the_last_hour() {
-        let mut h = History::default();
+        let mut h = History::new(DEFAULT_STALE_WATCH);
         let now = 10 * HOUR_MS;
-        h.absorb(
-            &commit(0, now - 2 * HOUR_MS, r#""operation":"WRITE""#),
-            None,
-        );
-        h.absorb(
-            &commit(1, now - HOUR_MS / 2, r#""operation":"WRITE""#),
-            None,
-        );
-        h.absorb(&commit(2, now - 1, r#""operation":"WRITE""#), None);
+        h.absorb(&commit(0, now - 2 * HOUR_MS, r#""operation":"WRITE""#));
+        h.absorb(&commit(1, now - HOUR_MS / 2, r#""operation":"WRITE""#));
+        h.absorb(&commit(2, now - 1, r#""operation":"WRITE""#));
         assert_eq!(h.commits_in_last_hour(now), 2);
         assert_eq!(h.recent.len(), 2);
     }

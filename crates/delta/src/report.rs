@@ -20,6 +20,8 @@ pub enum MaintenanceOp {
     Vacuum,
     /// Checkpoint creation and expired-log cleanup.
     Checkpoint,
+    /// Exact repair of stale writes over tablekeeper's rewrites.
+    Repair,
 }
 
 impl MaintenanceOp {
@@ -30,6 +32,7 @@ impl MaintenanceOp {
             MaintenanceOp::Zorder => "zorder",
             MaintenanceOp::Vacuum => "vacuum",
             MaintenanceOp::Checkpoint => "checkpoint",
+            MaintenanceOp::Repair => "repair",
         }
     }
 }
@@ -97,10 +100,17 @@ pub struct OpReport {
     pub duration_secs: f64,
     /// Why nothing needed doing, when nothing was done.
     pub skipped: Option<String>,
+    /// Repair: the plan for each stale write found, and what was committed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<crate::repair::RepairPlan>,
     /// Checkpoint: the version of the checkpoint now newest.
     pub checkpoint_version: Option<i64>,
     /// Checkpoint: expired log files deleted.
     pub log_files_deleted: Option<u64>,
+    /// Things the operation could not check after committing, each saying what did commit
+    /// (for example a duplicate-rewrite check that could not read the version before a commit
+    /// because another process cleaned up the log).
+    pub warnings: Vec<String>,
 }
 
 impl OpReport {
@@ -132,8 +142,10 @@ impl OpReport {
             conflicts: 0,
             duration_secs: 0.0,
             skipped: None,
+            repairs: Vec::new(),
             checkpoint_version: None,
             log_files_deleted: None,
+            warnings: Vec::new(),
         }
     }
 

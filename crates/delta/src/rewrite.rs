@@ -4,9 +4,18 @@
 //! filter set (cancellable), and reading back what each run committed: the commits carrying the
 //! run's marker, each checked by the duplicate-rewrite guard before anything else happens.
 //! This module never decides *which* partitions need work; compaction and Z-order do.
+//!
+//! **The log records every bin.** An exact repair of a stale write ([`crate::stale`],
+//! [`crate::repair`]) needs to know which inputs became which outputs. Z-order rewrites each
+//! partition as one bin, so its single commit says it (grouped by partition). Compaction may
+//! make several bins per partition, so it runs with a zero commit interval: deltalake commits
+//! each bin as soon as it is written (a cancelled run also keeps the bins it committed). The
+//! cost is one small commit per compaction bin instead of one per run. Z-order keeps one
+//! commit per run, because the next Z-order is scoped by the version of the last one.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::num::NonZeroU64;
+use std::time::Duration;
 
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::optimize::OptimizeType;
@@ -15,8 +24,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::guard::check_commit;
-use crate::log::{partition_key, Commit};
+use crate::guard::{check_commit, Verdict};
+use crate::log::{partition_key, read_commits, Commit};
 use crate::report::{MaintenanceOp, OpReport};
 use crate::run::{cancellable, run_commits};
 
@@ -135,13 +144,17 @@ pub(crate) async fn optimize_once(
         Rewrite::Compact => OptimizeType::Compact,
         Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
     };
-    let builder = table
+    let mut builder = table
         .clone()
         .optimize()
         .with_type(optimize_type)
         .with_filters(&literals)
         .with_target_size(spec.target_size)
         .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
+    if matches!(spec.rewrite, Rewrite::Compact) {
+        // commit every bin on its own: see the module docs
+        builder = builder.with_min_commit_interval(Duration::ZERO);
+    }
     let step = async {
         builder
             .await
@@ -157,6 +170,10 @@ pub(crate) type KnownActive = Option<(u64, HashSet<String>)>;
 
 /// Reads the commits of `run_id` after `after_version`, guards each, and adds them to `report`.
 ///
+/// A commit that landed later than the version after the one it was planned on (the base, or
+/// our previous commit) means another writer won that version and deltalake rebased ours: each
+/// such commit counts as a conflict in the report.
+///
 /// Returns the active paths after the last commit when they can be derived from `known`
 /// (our commits followed each other directly), else `None`.
 pub(crate) async fn record_commits(
@@ -168,9 +185,25 @@ pub(crate) async fn record_commits(
     partition_columns: &[String],
     report: &mut OpReport,
 ) -> Result<KnownActive, DeltaError> {
-    let commits = run_commits(table.log_store().as_ref(), uri, after_version, run_id).await?;
+    let log_store = table.log_store();
+    let commits = run_commits(log_store.as_ref(), uri, after_version, run_id).await?;
+    let mut previous = after_version;
     for commit in &commits {
-        check_commit(uri, commit, known.as_ref().map(|(v, set)| (*v, set))).await?;
+        if commit.version > previous + 1 {
+            report.conflicts += 1;
+            tracing::info!(
+                table = uri,
+                planned_after = previous,
+                committed_at = commit.version,
+                "another writer committed first; deltalake rebased our commit"
+            );
+        }
+        previous = commit.version;
+        known = catch_up(uri, log_store.as_ref(), known, commit.version).await?;
+        match check_commit(uri, commit, known.as_ref().map(|(v, set)| (*v, set))).await? {
+            Verdict::Clean => {}
+            Verdict::Unverified(reason) => report.warnings.push(reason),
+        }
         add_commit(report, commit, partition_columns);
         known = match known {
             Some((version, mut set)) if version + 1 == commit.version => {
@@ -184,6 +217,34 @@ pub(crate) async fn record_commits(
         };
     }
     Ok(known)
+}
+
+/// Advances a known active set to `version - 1` by applying the commits other writers made in
+/// between, read from the log. Those are the newest commits before ours, so a log cleanup that
+/// removed the version the set was taken at usually left them; `None` when one is gone.
+async fn catch_up(
+    uri: &str,
+    log_store: &dyn deltalake::logstore::LogStore,
+    known: KnownActive,
+    version: u64,
+) -> Result<KnownActive, DeltaError> {
+    let Some((mut at, mut set)) = known else {
+        return Ok(None);
+    };
+    if at + 1 >= version {
+        return Ok(Some((at, set)));
+    }
+    for (v, commit) in read_commits(log_store, uri, at + 1..version).await? {
+        let Some(commit) = commit else {
+            return Ok(None);
+        };
+        for removed in &commit.removes {
+            set.remove(&removed.path);
+        }
+        set.extend(commit.adds.into_iter().map(|a| a.path));
+        at = v;
+    }
+    Ok(Some((at, set)))
 }
 
 fn add_commit(report: &mut OpReport, commit: &Commit, partition_columns: &[String]) {

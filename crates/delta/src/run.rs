@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{is_commit_conflict, DeltaError};
-use crate::log::{read_commits, Commit, MARKER_KEY};
+use crate::log::{commits_after, read_commits, Commit, MARKER_KEY};
 use crate::report::MaintenanceOp;
 
 /// First backoff after a conflict; doubled per retry. Commits take tens of milliseconds on
@@ -119,17 +119,19 @@ pub(crate) fn run_marker(run_id: &str, operation: MaintenanceOp) -> HashMap<Stri
 }
 
 /// The commits after `after_version` carrying `run_id`, in version order.
+///
+/// Finds them by listing `_delta_log` from `after_version` on, not by asking for the version
+/// after it: another writer's log cleanup may delete `after_version` itself (and any older
+/// commit) right after our commit, which must not turn a commit that landed into an error.
 pub(crate) async fn run_commits(
     log_store: &dyn LogStore,
     table: &str,
     after_version: u64,
     run_id: &str,
 ) -> Result<Vec<Commit>, DeltaError> {
-    let latest = log_store
-        .get_latest_version(after_version)
-        .await
-        .map_err(|err| DeltaError::delta(table, "finding the latest version", err))?;
-    let commits = read_commits(log_store, table, after_version + 1..=latest).await?;
+    let versions =
+        commits_after(log_store.object_store(None).as_ref(), table, after_version).await?;
+    let commits = read_commits(log_store, table, versions).await?;
     Ok(commits
         .into_iter()
         .filter_map(|(_, commit)| commit)

@@ -18,6 +18,18 @@ pub(crate) struct ActiveFile {
     pub size: u64,
     pub partition_values: HashMap<String, Option<String>>,
     pub has_deletion_vector: bool,
+    /// `stats.numRecords`, when the writer recorded statistics.
+    pub num_records: Option<u64>,
+    /// Rows the file's deletion vector marks deleted; 0 without one.
+    pub deleted_rows: u64,
+}
+
+impl ActiveFile {
+    /// Rows of the file still visible, when its statistics say how many it holds.
+    pub fn live_rows(&self) -> Option<u64> {
+        self.num_records
+            .map(|rows| rows.saturating_sub(self.deleted_rows))
+    }
 }
 
 /// Every active file of the table's loaded version.
@@ -37,11 +49,18 @@ pub(crate) async fn active_files(
             .map_err(|err| DeltaError::delta(&owned_uri, "reading the active files", err))?;
         Ok(log_data
             .into_iter()
-            .map(|file| ActiveFile {
-                path: file.path().into_owned(),
-                size: u64::try_from(file.size()).unwrap_or(0),
-                partition_values: file.partition_values_map(),
-                has_deletion_vector: file.deletion_vector_descriptor().is_some(),
+            .map(|file| {
+                let deletion_vector = file.deletion_vector_descriptor();
+                ActiveFile {
+                    path: file.path().into_owned(),
+                    size: u64::try_from(file.size()).unwrap_or(0),
+                    partition_values: file.partition_values_map(),
+                    has_deletion_vector: deletion_vector.is_some(),
+                    num_records: file.num_records().and_then(|n| u64::try_from(n).ok()),
+                    deleted_rows: deletion_vector
+                        .and_then(|dv| u64::try_from(dv.cardinality).ok())
+                        .unwrap_or(0),
+                }
             })
             .collect())
     })

@@ -41,6 +41,7 @@ use crate::report::{MaintenanceOp, OpReport};
 use crate::retention::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
 use crate::run::{cancellable, run_commits, run_marker};
 use crate::snapshot::{active_files, paths};
+use crate::stale::pending_stale_writes;
 
 const OP: MaintenanceOp = MaintenanceOp::Vacuum;
 
@@ -68,6 +69,9 @@ pub struct VacuumOptions {
     pub mode: VacuumMode,
     /// Stop after the dry run and the cross-check.
     pub dry_run: bool,
+    /// How far back stale writes waiting for a repair are looked for (see
+    /// [`crate::DEFAULT_STALE_WATCH`]); VACUUM refuses while one waits.
+    pub stale_watch: Duration,
 }
 
 /// The instant both vacuum plans are made at, so the real run deletes what the dry run listed.
@@ -136,7 +140,9 @@ pub async fn vacuum(
             .with_dry_run(dry_run)
             .with_clock(Arc::new(FixedClock(now_ms)))
             .with_commit_properties(
-                CommitProperties::default().with_metadata(run_marker(&run_id, OP)),
+                CommitProperties::default()
+                    .with_metadata(run_marker(&run_id, OP))
+                    .with_cleanup_expired_logs(Some(false)),
             )
     };
 
@@ -186,6 +192,21 @@ pub async fn vacuum(
             table: uri.to_owned(),
             files: unsafe_files,
         });
+    }
+    if !existing.is_empty() {
+        let pending = cancellable(
+            cancel,
+            uri,
+            OP,
+            pending_stale_writes(&table, uri, options.stale_watch, now_ms),
+        )
+        .await?;
+        if !pending.is_empty() {
+            return Err(DeltaError::RepairPending {
+                table: uri.to_owned(),
+                versions: pending,
+            });
+        }
     }
     if existing.is_empty() {
         report.skipped = Some(format!(

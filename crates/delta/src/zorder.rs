@@ -172,7 +172,7 @@ pub async fn zorder(
         table: table_uri.to_owned(),
         reason: "z-order finished without reading the table".into(),
     })?;
-    report.conflicts = retry.conflicts;
+    report.conflicts += retry.conflicts;
     Ok(report.finish(started))
 }
 

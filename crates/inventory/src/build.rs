@@ -13,8 +13,8 @@ use crate::check::{OperationDraft, Settings, TableDraft};
 use crate::defaults;
 use crate::error::Problem;
 use crate::model::{
-    CheckpointSpec, CompactionSpec, Layout, LogStore, ProtocolSpec, Retention, SourceRef,
-    TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
+    CheckpointSpec, CompactionSpec, Layout, LogStore, OverwriteWindow, ProtocolSpec, Retention,
+    SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
 };
 use crate::schedule::Schedule;
 use crate::walk::{At, Ctx, Field};
@@ -73,6 +73,13 @@ pub(crate) fn build_table(
                 .unwrap_or(Topology::SingleWriter),
             log_store: draft.log_store.get().copied(),
             commit_budget_per_hour: draft.commit_budget_per_hour,
+            overwrites: draft
+                .overwrites
+                .get()
+                .map(|(schedule, duration)| OverwriteWindow {
+                    schedule: schedule.clone(),
+                    duration: *duration,
+                }),
         },
         layout: Layout {
             partition_by: names(&draft.partition_by),
@@ -130,6 +137,10 @@ pub(crate) fn build_table(
                 .or(fleet.checkpoint.max_commits_since_checkpoint)
                 .unwrap_or(defaults::CHECKPOINT_MAX_COMMITS),
         },
+        auto_repair: own
+            .auto_repair
+            .or(fleet.auto_repair)
+            .unwrap_or(defaults::AUTO_REPAIR),
         source: SourceRef {
             file: draft.file.clone(),
             line: draft.loc.line,

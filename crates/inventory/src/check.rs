@@ -35,7 +35,13 @@ pub(crate) const TABLE_KEYS: &[&str] = &[
     "readers",
     "maintenance",
 ];
-pub(crate) const WRITERS_KEYS: &[&str] = &["topology", "log_store", "commit_budget_per_hour"];
+pub(crate) const WRITERS_KEYS: &[&str] = &[
+    "topology",
+    "log_store",
+    "commit_budget_per_hour",
+    "overwrites",
+];
+pub(crate) const OVERWRITES_KEYS: &[&str] = &["schedule", "duration"];
 pub(crate) const LAYOUT_KEYS: &[&str] = &["partition_by", "optimize_write", "zorder"];
 pub(crate) const RETENTION_KEYS: &[&str] = &[
     "deleted_file_retention",
@@ -46,6 +52,7 @@ pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
 /// Keys of a table's `maintenance:` block.
 pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "paused",
+    "auto_repair",
     "timezone",
     "max_attempts",
     "timeout",
@@ -56,6 +63,7 @@ pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
 ];
 /// Keys of the `defaults:` block: the maintenance keys that make sense fleet-wide.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
+    "auto_repair",
     "timezone",
     "max_attempts",
     "timeout",
@@ -78,6 +86,7 @@ pub(crate) fn operation_keys(op: Operation) -> &'static [&'static str] {
         Operation::Zorder => ZORDER_KEYS,
         Operation::Vacuum => VACUUM_KEYS,
         Operation::Checkpoint => CHECKPOINT_KEYS,
+        Operation::Repair => &[],
     }
 }
 
@@ -164,6 +173,7 @@ pub(crate) struct FileDraft {
 #[derive(Debug, Default)]
 pub(crate) struct Settings {
     pub paused: Option<bool>,
+    pub auto_repair: Option<bool>,
     pub timezone: Option<Tz>,
     pub max_attempts: Option<u32>,
     pub timeout: Option<Duration>,
@@ -171,6 +181,8 @@ pub(crate) struct Settings {
     pub zorder: OperationDraft,
     pub vacuum: OperationDraft,
     pub checkpoint: OperationDraft,
+    /// Never read: repair has no block of its own (see `operation_mut`).
+    pub repair: OperationDraft,
 }
 
 impl Settings {
@@ -180,6 +192,8 @@ impl Settings {
             Operation::Zorder => &mut self.zorder,
             Operation::Vacuum => &mut self.vacuum,
             Operation::Checkpoint => &mut self.checkpoint,
+            // not a block with a schedule: `auto_repair` is a plain switch
+            Operation::Repair => &mut self.repair,
         }
     }
 }
@@ -223,6 +237,8 @@ pub(crate) struct TableDraft {
     pub topology: Field<Topology>,
     pub log_store: Field<LogStore>,
     pub commit_budget_per_hour: Option<u32>,
+    /// `writers.overwrites`: the window, or `Invalid` when a part of it was missing or bad.
+    pub overwrites: Field<(Schedule, Duration)>,
     pub partition_by: Field<Vec<crate::walk::At<String>>>,
     pub optimize_write: Option<bool>,
     pub zorder: Field<Vec<crate::walk::At<String>>>,
@@ -404,6 +420,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         topology: Field::Absent,
         log_store: Field::Absent,
         commit_budget_per_hour: None,
+        overwrites: Field::Absent,
         partition_by: Field::Absent,
         optimize_write: None,
         zorder: Field::Absent,
@@ -444,6 +461,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
             })
             .get()
             .copied();
+        draft.overwrites = writers.read(ctx, "overwrites", check_overwrites);
     }
     if let Some(layout) = sub_block(ctx, &block, "layout", LAYOUT_KEYS, &[]) {
         draft.partition_by = layout.read(ctx, "partition_by", read_string_list);
@@ -465,6 +483,49 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         }
     }
     Some(draft)
+}
+
+/// Reads `writers.overwrites: { schedule, duration }`; both keys are required.
+fn check_overwrites(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<(Schedule, Duration)> {
+    let block = Block::open(
+        ctx,
+        node,
+        field,
+        Keys {
+            known: OVERWRITES_KEYS,
+            elsewhere: &[],
+            note: Some("e.g. `overwrites: { schedule: \"0 1 * * *\", duration: 2h }`"),
+        },
+    )?;
+    let schedule = block.read(ctx, "schedule", read_schedule);
+    let duration = block.read(ctx, "duration", |ctx, node, field| {
+        let duration = read_duration(ctx, node, field)?;
+        if duration.is_zero() {
+            ctx.error(
+                node.loc,
+                field,
+                "a window of 0 protects nothing: set how long the overwrite job runs, e.g. `2h`",
+            );
+            return None;
+        }
+        Some(duration)
+    });
+    for (key, value) in [
+        ("schedule", matches!(schedule, Field::Absent)),
+        ("duration", matches!(duration, Field::Absent)),
+    ] {
+        if value {
+            ctx.error(
+                block.loc,
+                &block.field(key),
+                format!(
+                    "missing `{key}`: an overwrite window needs when it opens (`schedule`, cron) \
+                     and how long it lasts (`duration`)"
+                ),
+            );
+        }
+    }
+    Some((schedule.get()?.clone(), *duration.get()?))
 }
 
 /// Reads a required key: absent or null is a problem at the table's mapping.
@@ -541,6 +602,7 @@ fn check_settings(
     )?;
     let mut settings = Settings {
         paused: block.read(ctx, "paused", read_bool).get().copied(),
+        auto_repair: block.read(ctx, "auto_repair", read_bool).get().copied(),
         timezone: block.read(ctx, "timezone", read_timezone).get().copied(),
         max_attempts: block
             .read(ctx, "max_attempts", |ctx, node, field| {
@@ -571,7 +633,7 @@ fn check_settings(
             .copied(),
         ..Settings::default()
     };
-    for op in Operation::ALL {
+    for op in Operation::SCHEDULED {
         let key = op.inventory_key();
         let Some(node) = block.node(key) else {
             continue;
@@ -644,7 +706,7 @@ fn check_settings(
                     .get()
                     .copied();
             }
-            Operation::Zorder => {}
+            Operation::Zorder | Operation::Repair => {}
         }
     }
     Some(settings)

@@ -54,6 +54,10 @@ pub const LOG_RETENTION: Duration = Duration::from_secs(30 * DAY);
 /// inventory mirrors that with `allow_short_retention`.
 pub const MIN_SAFE_RETENTION: Duration = Duration::from_secs(7 * DAY);
 
+/// Stale writes are repaired automatically: the table shows rows its writer deleted until
+/// they are, and the repair is exact or not done at all (DESIGN.md, known hazards).
+pub const AUTO_REPAIR: bool = true;
+
 /// Optimized writes are a writer setting; tablekeeper assumes none unless declared.
 pub const OPTIMIZE_WRITE: bool = false;
 

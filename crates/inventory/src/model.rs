@@ -39,11 +39,23 @@ pub enum Operation {
     Vacuum,
     /// Write a checkpoint so readers need not replay many JSON commits.
     Checkpoint,
+    /// Repair a stale write: a writer's commit planned on a snapshot older than one of
+    /// tablekeeper's rewrites. Not scheduled: queued when a probe finds one.
+    Repair,
 }
 
 impl Operation {
     /// Every operation, in the order tables list them.
-    pub const ALL: [Operation; 4] = [
+    pub const ALL: [Operation; 5] = [
+        Operation::Compact,
+        Operation::Zorder,
+        Operation::Vacuum,
+        Operation::Checkpoint,
+        Operation::Repair,
+    ];
+
+    /// The operations that run on a cron schedule (and so have a staleness).
+    pub const SCHEDULED: [Operation; 4] = [
         Operation::Compact,
         Operation::Zorder,
         Operation::Vacuum,
@@ -57,6 +69,7 @@ impl Operation {
             Operation::Zorder => "zorder",
             Operation::Vacuum => "vacuum",
             Operation::Checkpoint => "checkpoint",
+            Operation::Repair => "repair",
         }
     }
 
@@ -68,7 +81,13 @@ impl Operation {
             Operation::Zorder => "zorder",
             Operation::Vacuum => "vacuum",
             Operation::Checkpoint => "checkpoint",
+            Operation::Repair => "auto_repair",
         }
+    }
+
+    /// Whether the operation rewrites data files (and so races writers' snapshots).
+    pub fn rewrites(self) -> bool {
+        matches!(self, Operation::Compact | Operation::Zorder)
     }
 }
 
@@ -145,28 +164,34 @@ pub struct TableSpec {
     pub vacuum: VacuumSpec,
     /// Checkpoints.
     pub checkpoint: CheckpointSpec,
+    /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
+    pub auto_repair: bool,
     /// Where the table is declared.
     pub source: SourceRef,
 }
 
 impl TableSpec {
-    /// Whether the operation's block is enabled (regardless of `paused`).
+    /// Whether the operation's block is enabled (regardless of `paused`); for repair,
+    /// `maintenance.auto_repair`.
     pub fn operation_enabled(&self, op: Operation) -> bool {
         match op {
             Operation::Compact => self.compaction.enabled,
             Operation::Zorder => self.zorder.enabled,
             Operation::Vacuum => self.vacuum.enabled,
             Operation::Checkpoint => self.checkpoint.enabled,
+            Operation::Repair => self.auto_repair,
         }
     }
 
-    /// The operation's schedule, read in [`TableSpec::timezone`].
-    pub fn schedule(&self, op: Operation) -> &Schedule {
+    /// The operation's schedule, read in [`TableSpec::timezone`]; `None` for repair, which
+    /// runs when a stale write is found.
+    pub fn schedule(&self, op: Operation) -> Option<&Schedule> {
         match op {
-            Operation::Compact => &self.compaction.schedule,
-            Operation::Zorder => &self.zorder.schedule,
-            Operation::Vacuum => &self.vacuum.schedule,
-            Operation::Checkpoint => &self.checkpoint.schedule,
+            Operation::Compact => Some(&self.compaction.schedule),
+            Operation::Zorder => Some(&self.zorder.schedule),
+            Operation::Vacuum => Some(&self.vacuum.schedule),
+            Operation::Checkpoint => Some(&self.checkpoint.schedule),
+            Operation::Repair => None,
         }
     }
 }
@@ -181,6 +206,19 @@ pub struct Writers {
     pub log_store: Option<LogStore>,
     /// Commits per hour the table's writers are expected to stay under.
     pub commit_budget_per_hour: Option<u32>,
+    /// When other writers fully overwrite the table: no rewrite starts or commits inside
+    /// these windows.
+    pub overwrites: Option<OverwriteWindow>,
+}
+
+/// Recurring windows in which other writers run full overwrites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverwriteWindow {
+    /// When each window opens, read in the table's timezone.
+    pub schedule: Schedule,
+    /// How long it stays open.
+    #[serde(serialize_with = "serialize_duration")]
+    pub duration: Duration,
 }
 
 /// How many processes commit to a table.
@@ -323,7 +361,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<Operation>(&json).unwrap(), op);
         }
         let err = "compaction".parse::<Operation>().unwrap_err().to_string();
-        assert!(err.contains("compact, zorder, vacuum, checkpoint"), "{err}");
+        assert!(
+            err.contains("compact, zorder, vacuum, checkpoint, repair"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub(crate) struct TablesFile {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DefaultsEntry {
+    /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
+    /// Default true.
+    pub auto_repair: Option<bool>,
     /// IANA timezone the schedules are read in. Default `UTC`.
     pub timezone: Option<TimezoneText>,
     /// Attempts per job before it is marked failed (at least 1). Default 3.
@@ -111,6 +114,21 @@ pub(crate) struct WritersEntry {
     /// Commits per hour the writers are expected to stay under (at least 1).
     #[schemars(range(min = 1))]
     pub commit_budget_per_hour: Option<u32>,
+    /// When other writers fully overwrite the table (`mode=overwrite`, `CREATE OR REPLACE`):
+    /// no compaction or Z-order starts or commits inside these windows. Without it, a table
+    /// whose log shows recent full overwrites is not compacted at all, because an overwrite
+    /// planned before a compaction brings the old rows back.
+    pub overwrites: Option<OverwritesEntry>,
+}
+
+/// Recurring windows of other writers' full overwrites.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OverwritesEntry {
+    /// When each window opens (cron, in the table's timezone).
+    pub schedule: ScheduleText,
+    /// How long it stays open, e.g. `2h`.
+    pub duration: DurationText,
 }
 
 /// Physical layout.
@@ -155,6 +173,9 @@ pub(crate) struct ProtocolEntry {
 pub(crate) struct MaintenanceEntry {
     /// When true, nothing is scheduled for the table. Default false.
     pub paused: Option<bool>,
+    /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
+    /// Default true.
+    pub auto_repair: Option<bool>,
     /// IANA timezone the schedules are read in.
     pub timezone: Option<TimezoneText>,
     /// Attempts per job before it is marked failed (at least 1).
@@ -353,6 +374,7 @@ mod tests {
             ("TableEntry", check::TABLE_KEYS),
             ("DefaultsEntry", check::DEFAULTS_KEYS),
             ("WritersEntry", check::WRITERS_KEYS),
+            ("OverwritesEntry", check::OVERWRITES_KEYS),
             ("LayoutEntry", check::LAYOUT_KEYS),
             ("RetentionEntry", check::RETENTION_KEYS),
             ("ProtocolEntry", check::PROTOCOL_KEYS),

@@ -859,10 +859,13 @@ fn builtin_defaults_apply() {
     for op in Operation::ALL {
         assert_eq!(t.operation_enabled(op), op != Operation::Zorder);
     }
-    assert_eq!(t.schedule(Operation::Compact), &t.compaction.schedule);
-    assert_eq!(t.schedule(Operation::Zorder), &t.zorder.schedule);
-    assert_eq!(t.schedule(Operation::Vacuum), &t.vacuum.schedule);
-    assert_eq!(t.schedule(Operation::Checkpoint), &t.checkpoint.schedule);
+    assert_eq!(t.schedule(Operation::Compact), Some(&t.compaction.schedule));
+    assert_eq!(t.schedule(Operation::Zorder), Some(&t.zorder.schedule));
+    assert_eq!(t.schedule(Operation::Vacuum), Some(&t.vacuum.schedule));
+    assert_eq!(
+        t.schedule(Operation::Checkpoint),
+        Some(&t.checkpoint.schedule)
+    );
 }
 
 #[test]

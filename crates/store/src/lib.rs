@@ -71,6 +71,7 @@
 //! ```
 
 mod error;
+mod history;
 pub mod lease;
 mod lifecycle;
 mod model;
@@ -83,6 +84,7 @@ mod store;
 pub mod testing;
 
 pub use error::StoreError;
+pub use history::{CommitRow, StaleWriteRow, MAX_HISTORY_LIMIT};
 pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
 pub use model::{
     Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,

@@ -69,10 +69,16 @@ pub(crate) fn after_lost_lease(attempt: i32, max_attempts: i32) -> Plan {
 }
 
 /// After a graceful release (shutdown): due again at once, attempt given back.
-pub(crate) const AFTER_RELEASE: Plan = Plan::Requeue {
-    delay: Duration::ZERO,
-    give_back_attempt: true,
-};
+pub(crate) const AFTER_RELEASE: Plan = after_deferral(Duration::ZERO);
+
+/// After a worker deferred its job (it may not run before `delay` from now): attempt given
+/// back, due again then.
+pub(crate) const fn after_deferral(delay: Duration) -> Plan {
+    Plan::Requeue {
+        delay,
+        give_back_attempt: true,
+    }
+}
 
 /// `jobs.error` of a job cancelled because a newer queued job took its place.
 pub(crate) fn superseded_error(queued_job_id: i64) -> String {

@@ -16,7 +16,14 @@ use crate::error::StoreError;
 /// Operations tablekeeper runs, as stored in `jobs.operation`. The store keeps operations
 /// as strings (the inventory crate owns the `Operation` type); the database CHECK
 /// constraint enforces this set and `enqueue` checks it first for a clearer error.
-pub const OPERATIONS: [&str; 4] = ["compact", "zorder", "vacuum", "checkpoint"];
+pub const OPERATIONS: [&str; 6] = [
+    "compact",
+    "zorder",
+    "vacuum",
+    "checkpoint",
+    "purge",
+    "repair",
+];
 
 macro_rules! string_enum {
     (

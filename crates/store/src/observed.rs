@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::StoreError;
+use crate::history::{CommitRow, StaleWriteRow};
 use crate::model::{
     Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, Job, JobFilter, JobState,
     LastSuccess, NewJob, ReapedJob,
@@ -47,6 +48,13 @@ pub enum StoreOp {
     RunningJobs,
     SetPaused,
     PausedOverrides,
+    Defer,
+    RecordCommits,
+    History,
+    RecordedRange,
+    HistoryGaps,
+    RecordStaleWrites,
+    StaleWrites,
 }
 
 impl StoreOp {
@@ -70,6 +78,13 @@ impl StoreOp {
         Self::RunningJobs,
         Self::SetPaused,
         Self::PausedOverrides,
+        Self::Defer,
+        Self::RecordCommits,
+        Self::History,
+        Self::RecordedRange,
+        Self::HistoryGaps,
+        Self::RecordStaleWrites,
+        Self::StaleWrites,
     ];
 
     /// Snake-case name, usable as a metric label value.
@@ -94,6 +109,13 @@ impl StoreOp {
             Self::RunningJobs => "running_jobs",
             Self::SetPaused => "set_paused",
             Self::PausedOverrides => "paused_overrides",
+            Self::Defer => "defer",
+            Self::RecordCommits => "record_commits",
+            Self::History => "history",
+            Self::RecordedRange => "recorded_range",
+            Self::HistoryGaps => "history_gaps",
+            Self::RecordStaleWrites => "record_stale_writes",
+            Self::StaleWrites => "stale_writes",
         }
     }
 }
@@ -296,6 +318,61 @@ impl JobStore for ObservedStore {
 
     async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
         self.observe(StoreOp::PausedOverrides, self.inner.paused_overrides())
+            .await
+    }
+
+    async fn defer(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        delay: Duration,
+    ) -> Result<bool, StoreError> {
+        self.observe(
+            StoreOp::Defer,
+            self.inner.defer(job_id, lease_token, reason, delay),
+        )
+        .await
+    }
+
+    async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError> {
+        self.observe(
+            StoreOp::RecordCommits,
+            self.inner.record_commits(table, commits),
+        )
+        .await
+    }
+
+    async fn history(
+        &self,
+        table: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CommitRow>, StoreError> {
+        self.observe(StoreOp::History, self.inner.history(table, before, limit))
+            .await
+    }
+
+    async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
+        self.observe(StoreOp::RecordedRange, self.inner.recorded_range(table))
+            .await
+    }
+
+    async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError> {
+        self.observe(StoreOp::HistoryGaps, self.inner.history_gaps(table))
+            .await
+    }
+
+    async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError> {
+        self.observe(
+            StoreOp::RecordStaleWrites,
+            self.inner.record_stale_writes(writes),
+        )
+        .await
+    }
+
+    async fn stale_writes(&self, table: Option<&str>) -> Result<Vec<StaleWriteRow>, StoreError> {
+        self.observe(StoreOp::StaleWrites, self.inner.stale_writes(table))
             .await
     }
 

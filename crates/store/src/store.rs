@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::StoreError;
+use crate::history::{CommitRow, StaleWriteRow};
 use crate::model::{
     Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, Job, JobFilter, JobState,
     LastSuccess, NewJob, ReapedJob,
@@ -106,6 +107,17 @@ pub trait JobStore: Send + Sync + fmt::Debug {
         reason: &str,
     ) -> Result<bool, StoreError>;
 
+    /// Gives the job back like [`JobStore::release`], but due only `delay` from now (database
+    /// clock): the worker found it may not run yet (for example inside a table's overwrite
+    /// window). The attempt is closed as `cancelled` with `reason` and not consumed.
+    async fn defer(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        delay: Duration,
+    ) -> Result<bool, StoreError>;
+
     /// Takes back running jobs whose lease expired more than `grace` ago (database
     /// clock): closes the attempt as `lost_lease`, requeues (due now) or fails when out
     /// of attempts. Safe to run from every replica at once: each job is reaped once.
@@ -137,7 +149,35 @@ pub trait JobStore: Send + Sync + fmt::Debug {
     /// Running jobs, oldest start first.
     async fn running_jobs(&self) -> Result<Vec<Job>, StoreError>;
 
-    /// Closes the connection pool (shutdown); later calls fail with `Unavailable`.
+    /// Copies commits of `table` into `table_commits`. Versions already recorded (by this or
+    /// another replica) are left untouched. Returns how many rows were new.
+    async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError>;
+
+    /// The recorded history of `table`, newest first: at most `limit` (clamped to
+    /// 1..=[`crate::MAX_HISTORY_LIMIT`]) commits with a version below `before`, if given.
+    async fn history(
+        &self,
+        table: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CommitRow>, StoreError>;
+
+    /// The versions of `table` recorded without a hole from its oldest recorded one:
+    /// `(oldest, through)`. `None` when nothing is recorded. Log cleanup deletes only these.
+    async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError>;
+
+    /// Version ranges (inclusive) missing from the recorded history of `table` between
+    /// version 0 and the newest recorded one: commits cleaned up from the log before any
+    /// replica could record them. Ascending.
+    async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError>;
+
+    /// Records stale writes: new ones are inserted; for known ones, a missing row count and
+    /// the repair commit are filled in. Returns how many were new.
+    async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError>;
+
+    /// Recorded stale writes of `table` (every table when `None`), by table then version.
+    async fn stale_writes(&self, table: Option<&str>) -> Result<Vec<StaleWriteRow>, StoreError>;
+
     /// Records an API pause (`true`) or resume (`false`) of a table for every replica.
     async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError>;
 

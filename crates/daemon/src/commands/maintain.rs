@@ -1,38 +1,51 @@
 //! `tablekeeper maintain`: one operation on one table, now, in the foreground, through
 //! the same executor the daemon's workers use; no job store involved.
+//!
+//! Like a manual trigger through the API it ignores the need thresholds (an operator who asks
+//! for a checkpoint gets one) unless `--if-needed`, and never the safety checks. Without a job
+//! store there is nowhere to copy the history of commits a log cleanup would delete, so the
+//! checkpoint deletes no log file unless `--cleanup-log` gives that history up explicitly.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use serde_json::json;
+use chrono::Utc;
+use tablekeeper_delta::LogCleanup;
 use tablekeeper_inventory::Operation;
-use tokio_util::sync::CancellationToken;
 
 use crate::executor::{self, RunContext};
+use crate::planner;
 
-pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) -> ExitCode {
-    let inv = match super::load_inventory_or_report(inventory) {
+/// What `maintain` was asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub inventory: &'a Path,
+    pub table: &'a str,
+    pub operation: &'a str,
+    pub dry_run: bool,
+    /// Apply the need thresholds as a schedule tick does.
+    pub if_needed: bool,
+    /// Let the checkpoint delete expired log files whose history is recorded nowhere else.
+    pub cleanup_log: bool,
+}
+
+pub async fn run(request: Request<'_>) -> ExitCode {
+    let inv = match super::load_inventory_or_report(request.inventory) {
         Ok(inv) => inv,
         Err(code) => return code,
     };
-    let Some(spec) = inv.table(table) else {
-        let names: Vec<&str> = inv.tables.iter().map(|t| t.name.as_str()).collect();
-        let hint = names
-            .iter()
-            .map(|n| (strsim::levenshtein(n, table), *n))
-            .filter(|(d, _)| *d <= 3)
-            .min()
-            .map(|(_, n)| format!(" (did you mean `{n}`?)"))
-            .unwrap_or_default();
-        eprintln!(
-            "error: table `{table}` is not in the inventory {}{hint}",
-            inventory.display()
-        );
-        return ExitCode::FAILURE;
+    let spec = match super::find_table(&inv, request.inventory, request.table) {
+        Ok(spec) => spec,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
     };
-    let Ok(op) = operation.parse::<Operation>() else {
+    let table = request.table;
+    let Ok(op) = request.operation.parse::<Operation>() else {
         eprintln!(
-            "error: unknown operation `{operation}`: use compact, zorder, vacuum or checkpoint"
+            "error: unknown operation `{}`: use compact, zorder, vacuum, checkpoint or repair",
+            request.operation
         );
         return ExitCode::FAILURE;
     };
@@ -40,52 +53,50 @@ pub async fn run(inventory: &Path, table: &str, operation: &str, dry_run: bool) 
         eprintln!("error: table `{table}`: {op} is disabled in the inventory");
         return ExitCode::FAILURE;
     }
-    let cancel = CancellationToken::new();
-    let ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
-    // Same inputs the daemon would use: the Z-order scope comes from the table's log.
-    let zorder_since_version = if op == Operation::Zorder {
-        let options = tablekeeper_delta::ProbeOptions::for_target(spec.compaction.target_file_size);
-        match tablekeeper_delta::Prober::new()
-            .probe(&spec.path, &options)
-            .await
-        {
-            Ok(p) => p.last_zorder_version,
-            Err(e) => {
-                eprintln!("error: table `{table}`: cannot read the table: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
+    let cancel = super::cancel_on_ctrl_c();
+    // Same inputs the daemon would use: the Z-order scope and the need check come from the
+    // table's log.
+    let options = tablekeeper_delta::ProbeOptions {
+        stale_watch: executor::stale_watch(spec),
+        ..tablekeeper_delta::ProbeOptions::for_target(spec.compaction.target_file_size)
     };
+    let probe = match tablekeeper_delta::Prober::new()
+        .probe(&spec.path, &options)
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: table `{table}`: cannot read the table: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(reason) = planner::safety_gate(spec, op, Some(&probe)) {
+        eprintln!("error: table `{table}`: {op} refused: {reason}");
+        return ExitCode::FAILURE;
+    }
+    if request.if_needed {
+        let decision = planner::decide(spec, op, Ok(&probe), None, Utc::now());
+        if !decision.should_run() {
+            let out = serde_json::json!({
+                "table": table, "operation": op, "ok": true,
+                "skipped": decision.reason(),
+            });
+            println!("{out}");
+            return ExitCode::SUCCESS;
+        }
+    }
     let ctx = RunContext {
-        dry_run,
+        dry_run: request.dry_run,
         // A foreground VACUUM lists the directory: an operator running it by hand
         // usually wants orphans from failed rewrites reclaimed too.
         vacuum_full: true,
-        zorder_since_version,
+        zorder_since_version: probe.last_zorder_version,
+        forced: !request.if_needed,
+        log_cleanup: if request.cleanup_log {
+            LogCleanup::Unrecorded
+        } else {
+            LogCleanup::Off
+        },
     };
-    match executor::run(spec, op, ctx, cancel).await {
-        Ok(report) => {
-            match serde_json::to_string_pretty(
-                &json!({ "table": table, "operation": op, "ok": true, "report": report }),
-            ) {
-                Ok(text) => println!("{text}"),
-                Err(e) => eprintln!("error: cannot render the report: {e}"),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            let out =
-                json!({ "table": table, "operation": op, "ok": false, "error": e.to_string() });
-            println!("{out}");
-            eprintln!("error: table `{table}`: {op} failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::print_outcome(table, op, executor::run(spec, op, ctx, cancel).await)
 }

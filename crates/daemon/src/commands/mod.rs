@@ -5,6 +5,7 @@ pub mod demo;
 pub mod maintain;
 pub mod migrate;
 pub mod plan;
+pub mod repair;
 pub mod run;
 pub mod schema;
 pub mod validate;
@@ -12,7 +13,7 @@ pub mod validate;
 use std::path::Path;
 use std::process::ExitCode;
 
-use tablekeeper_inventory::{Inventory, LoadError};
+use tablekeeper_inventory::{Inventory, LoadError, TableSpec};
 
 /// Exit code for invalid input (DESIGN.md: `validate` exits 1 when invalid).
 pub const EXIT_INVALID: u8 = 1;
@@ -44,6 +45,67 @@ pub fn report_load_error(e: &LoadError) -> ExitCode {
         other => {
             eprintln!("error: {other}");
             ExitCode::from(EXIT_UNUSABLE)
+        }
+    }
+}
+
+/// The table named `table` in `inventory`, or a message naming the inventory with a
+/// did-you-mean hint.
+pub fn find_table<'a>(
+    inventory: &'a Inventory,
+    source: &Path,
+    table: &str,
+) -> Result<&'a TableSpec, String> {
+    inventory.table(table).ok_or_else(|| {
+        let hint = inventory
+            .tables
+            .iter()
+            .map(|t| (strsim::levenshtein(&t.name, table), t.name.as_str()))
+            .filter(|(d, _)| *d <= 3)
+            .min()
+            .map(|(_, n)| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
+        format!(
+            "table `{table}` is not in the inventory {}{hint}",
+            source.display()
+        )
+    })
+}
+
+/// A token cancelled by Ctrl-C, for foreground commands: the running operation stops before
+/// it commits.
+pub fn cancel_on_ctrl_c() -> tokio_util::sync::CancellationToken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    cancel
+}
+
+/// Prints an operation's outcome as JSON on stdout (and the error on stderr) and returns
+/// the exit code: 0 success, 1 failure.
+pub fn print_outcome(
+    table: &str,
+    op: tablekeeper_inventory::Operation,
+    outcome: Result<tablekeeper_delta::OpReport, crate::executor::ExecError>,
+) -> ExitCode {
+    match outcome {
+        Ok(report) => {
+            let out = serde_json::json!({ "table": table, "operation": op, "ok": true, "report": report });
+            match serde_json::to_string_pretty(&out) {
+                Ok(text) => println!("{text}"),
+                Err(e) => eprintln!("error: cannot render the report: {e}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let out = serde_json::json!({ "table": table, "operation": op, "ok": false, "error": e.to_string() });
+            println!("{out}");
+            eprintln!("error: table `{table}`: {op} failed: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -213,7 +213,7 @@ async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &Path, source: &s
             );
             for name in added {
                 if let Some(spec) = rt.fleet.spec(&name) {
-                    let _ = rt.fleet.probe(&spec).await;
+                    let _ = crate::recorder::probe(rt, &spec).await;
                 }
             }
         }

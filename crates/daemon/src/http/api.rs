@@ -98,6 +98,63 @@ pub async fn list_jobs(
     Ok(Json(json!({ "jobs": jobs })))
 }
 
+/// Commits one history page holds unless `limit` says otherwise (DESIGN.md "HTTP").
+const DEFAULT_HISTORY_LIMIT: i64 = 100;
+
+#[derive(Debug, Deserialize)]
+pub struct HistoryQuery {
+    limit: Option<String>,
+    before: Option<String>,
+}
+
+/// `GET /api/v1/tables/{name}/history?limit=&before=`: the table's commits newest first, from
+/// `table_commits` (so it reaches past the log's retention), with the version ranges no
+/// replica could record (cleaned up from the log before tablekeeper saw them).
+pub async fn table_history(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    if rt.fleet.spec(&name).is_none() {
+        return Err(unknown_table(&name));
+    }
+    let max = tablekeeper_store::MAX_HISTORY_LIMIT;
+    let limit = match q.limit.as_deref().filter(|s| !s.is_empty()) {
+        None => DEFAULT_HISTORY_LIMIT,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if (1..=max).contains(&n) => n,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`limit` must be a whole number from 1 to {max}, got `{l}`"
+                )))
+            }
+        },
+    };
+    let before = match q.before.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(b) => match b.parse::<i64>() {
+            Ok(v) if v >= 0 => Some(v),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`before` must be a table version (a whole number, 0 or more), got `{b}`"
+                )))
+            }
+        },
+    };
+    let commits = rt.store.history(&name, before, limit).await?;
+    let gaps: Vec<serde_json::Value> = rt
+        .store
+        .history_gaps(&name)
+        .await?
+        .into_iter()
+        .map(|(from, to)| json!({ "from_version": from, "to_version": to }))
+        .collect();
+    Ok(Json(
+        json!({ "table": name, "commits": commits, "gaps": gaps }),
+    ))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerRequest {
@@ -119,7 +176,7 @@ pub async fn trigger_job(
     })?;
     let op: Operation = req.operation.parse().map_err(|_| {
         ApiError::BadRequest(format!(
-            "unknown operation `{}`: use one of compact, zorder, vacuum, checkpoint",
+            "unknown operation `{}`: use one of compact, zorder, vacuum, checkpoint, repair",
             req.operation
         ))
     })?;

@@ -56,7 +56,7 @@ pub async fn page(State(rt): State<Arc<Runtime>>) -> Html<String> {
     }
 
     h.push_str("<h2>Tables</h2><table><thead><tr><th>table</th><th>owner</th><th>health</th>");
-    for op in tablekeeper_inventory::Operation::ALL {
+    for op in tablekeeper_inventory::Operation::SCHEDULED {
         let _ = write!(h, "<th>{op} staleness</th>");
     }
     h.push_str("<th>files / small</th><th>size</th><th>drift</th><th>last failure</th></tr></thead><tbody>");
@@ -102,7 +102,7 @@ fn table_row(h: &mut String, v: &TableView) {
     };
     let _ = write!(
         h,
-        "<tr><td><a href=\"/api/v1/tables/{0}\">{0}</a><br><small>{1}</small></td><td>{2}</td><td class={3} title=\"{4}\">{5}</td>",
+        "<tr><td><a href=\"/api/v1/tables/{0}\">{0}</a> <small>(<a href=\"/api/v1/tables/{0}/history\">history</a>)</small><br><small>{1}</small></td><td>{2}</td><td class={3} title=\"{4}\">{5}</td>",
         esc(&v.name),
         esc(&v.path),
         esc(&v.owner),
@@ -164,12 +164,27 @@ fn table_row(h: &mut String, v: &TableView) {
         if drift.is_empty() { "" } else { "warn" },
         drift
     );
-    let failure = v
-        .operations
+    let stale = v
+        .stale_writes
         .iter()
-        .filter_map(|o| Some((o.last_failure_at?, o.operation, o.last_failure.as_deref()?)))
-        .max_by_key(|(at, _, _)| *at)
-        .map(|(at, op, msg)| format!("{op} at {}: {}", at.format("%Y-%m-%d %H:%M"), msg))
+        .filter(|w| w.repaired_by.is_none())
+        .map(|w| {
+            format!(
+                "stale write at version {} ({} file(s){}) waits for repair",
+                w.version,
+                w.files,
+                w.rows.map(|r| format!(", {r} rows")).unwrap_or_default()
+            )
+        })
+        .next();
+    let failure = stale
+        .or_else(|| {
+            v.operations
+                .iter()
+                .filter_map(|o| Some((o.last_failure_at?, o.operation, o.last_failure.as_deref()?)))
+                .max_by_key(|(at, _, _)| *at)
+                .map(|(at, op, msg)| format!("{op} at {}: {}", at.format("%Y-%m-%d %H:%M"), msg))
+        })
         .or_else(|| v.probe_error.clone())
         .unwrap_or_default();
     let _ = write!(h, "<td><small>{}</small></td></tr>", esc(&failure));

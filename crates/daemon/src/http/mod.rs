@@ -38,6 +38,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/v1/tables", get(api::list_tables))
         .route("/api/v1/tables/{name}", get(api::get_table))
         .route("/api/v1/tables/{name}/jobs", post(api::trigger_job))
+        .route("/api/v1/tables/{name}/history", get(api::table_history))
         .route("/api/v1/tables/{name}/pause", post(api::pause))
         .route("/api/v1/tables/{name}/resume", post(api::resume))
         .route("/api/v1/jobs", get(api::list_jobs))

@@ -12,6 +12,7 @@ fn options(max: u64, log_retention: Duration, force: bool) -> CheckpointOptions 
         max_commits_since_checkpoint: max,
         log_retention,
         force,
+        log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
     }
 }
 

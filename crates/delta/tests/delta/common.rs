@@ -270,6 +270,7 @@ pub async fn rewriting_operations(
                 allow_short_retention: true,
                 mode: VacuumMode::Full,
                 dry_run: false,
+                stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
             },
             &cancel,
         )

@@ -22,6 +22,7 @@ async fn every_operation(t: &TestTable) -> Vec<Result<OpReport, DeltaError>> {
                 max_commits_since_checkpoint: 1,
                 log_retention: Duration::from_secs(30 * 86_400),
                 force: true,
+                log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
             },
             &CancellationToken::new(),
         )

@@ -3,6 +3,7 @@
 //! One test binary (modules below) because every binary links deltalake and DataFusion.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod aged;
 mod common;
 
 mod checkpoint;
@@ -10,7 +11,9 @@ mod compact;
 mod concurrency;
 mod damage;
 mod duplicate;
+mod log_history;
 mod probe;
 mod refusal;
+mod stale;
 mod vacuum;
 mod zorder;

@@ -84,6 +84,7 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
             allow_short_retention: true,
             mode: VacuumMode::Lite,
             dry_run: false,
+            stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
         },
         &cancel,
     )
@@ -95,6 +96,7 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
             max_commits_since_checkpoint: 1,
             log_retention: Duration::from_secs(30 * 86_400),
             force: false,
+            log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
         },
         &cancel,
     )
@@ -131,6 +133,7 @@ async fn a_re_probe_reads_only_new_commits() {
             max_commits_since_checkpoint: 1,
             log_retention: Duration::from_secs(30 * 86_400),
             force: true,
+            log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
         },
         &CancellationToken::new(),
     )

@@ -49,6 +49,7 @@ async fn a_deletion_vector_table_is_refused_and_left_untouched() {
             max_commits_since_checkpoint: 1,
             log_retention: Duration::from_secs(30 * 86_400),
             force: false,
+            log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
         },
         &CancellationToken::new(),
     )

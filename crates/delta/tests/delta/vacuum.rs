@@ -25,6 +25,7 @@ fn options(
         allow_short_retention: allow_short,
         mode,
         dry_run,
+        stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
     }
 }
 

@@ -24,6 +24,7 @@ use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::error::StoreError;
+use crate::history::{clamp_history_limit, CommitRow, StaleWriteRow, HISTORY_BATCH};
 use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
     Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,
@@ -251,6 +252,44 @@ fn attempt_from_row(row: &PgRow) -> Result<Attempt, StoreError> {
             .transpose()?,
         error: row.try_get("error")?,
     })
+}
+
+impl PgJobStore {
+    /// Closes the attempt as cancelled with `reason` and requeues the job by `plan`, if
+    /// `lease_token` still holds the lease.
+    async fn give_back(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        plan: Plan,
+    ) -> Result<bool, StoreError> {
+        let reason = reason.to_owned();
+        let applied = self
+            .with_requeue_retry(|tx| {
+                let reason = reason.clone();
+                Box::pin(async move {
+                    let Some(row) = sqlx::query(sql::LOCK_LEASED)
+                        .bind(job_id)
+                        .bind(lease_token)
+                        .fetch_optional(&mut **tx)
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let job = job_from_row(&row)?;
+                    sqlx::query(sql::CLOSE_ATTEMPT)
+                        .bind(job_id)
+                        .bind(AttemptOutcome::Cancelled.as_str())
+                        .bind(&reason)
+                        .execute(&mut **tx)
+                        .await?;
+                    Self::apply(tx, &job, plan, None, &reason).await.map(Some)
+                })
+            })
+            .await?;
+        Ok(applied.is_some())
+    }
 }
 
 #[async_trait]
@@ -506,33 +545,24 @@ impl JobStore for PgJobStore {
         lease_token: Uuid,
         reason: &str,
     ) -> Result<bool, StoreError> {
-        let reason = reason.to_owned();
-        let applied = self
-            .with_requeue_retry(|tx| {
-                let reason = reason.clone();
-                Box::pin(async move {
-                    let Some(row) = sqlx::query(sql::LOCK_LEASED)
-                        .bind(job_id)
-                        .bind(lease_token)
-                        .fetch_optional(&mut **tx)
-                        .await?
-                    else {
-                        return Ok(None);
-                    };
-                    let job = job_from_row(&row)?;
-                    sqlx::query(sql::CLOSE_ATTEMPT)
-                        .bind(job_id)
-                        .bind(AttemptOutcome::Cancelled.as_str())
-                        .bind(&reason)
-                        .execute(&mut **tx)
-                        .await?;
-                    Self::apply(tx, &job, lifecycle::AFTER_RELEASE, None, &reason)
-                        .await
-                        .map(Some)
-                })
-            })
-            .await?;
-        Ok(applied.is_some())
+        self.give_back(job_id, lease_token, reason, lifecycle::AFTER_RELEASE)
+            .await
+    }
+
+    async fn defer(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        delay: Duration,
+    ) -> Result<bool, StoreError> {
+        self.give_back(
+            job_id,
+            lease_token,
+            reason,
+            lifecycle::after_deferral(delay),
+        )
+        .await
     }
 
     async fn reap_expired(&self, grace: Duration) -> Result<Vec<ReapedJob>, StoreError> {
@@ -723,9 +753,143 @@ impl JobStore for PgJobStore {
             .collect()
     }
 
+    async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError> {
+        let mut inserted = 0;
+        for batch in commits.chunks(HISTORY_BATCH) {
+            let mut tx = self.pool.begin().await?;
+            for commit in batch {
+                inserted += sqlx::query(sql::INSERT_COMMIT)
+                    .bind(table)
+                    .bind(commit.version)
+                    .bind(commit.timestamp)
+                    .bind(commit.operation.as_deref())
+                    .bind(commit.operation_parameters.as_ref().map(Json))
+                    .bind(commit.operation_metrics.as_ref().map(Json))
+                    .bind(commit.engine_info.as_deref())
+                    .bind(commit.user_name.as_deref())
+                    .bind(commit.is_blind_append)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+        }
+        Ok(inserted)
+    }
+
+    async fn history(
+        &self,
+        table: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CommitRow>, StoreError> {
+        sqlx::query(sql::HISTORY)
+            .bind(table)
+            .bind(before)
+            .bind(clamp_history_limit(limit))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(CommitRow {
+                    version: row.try_get("version")?,
+                    timestamp: row.try_get("timestamp")?,
+                    operation: row.try_get("operation")?,
+                    operation_parameters: json_column(row, "operation_parameters")?,
+                    operation_metrics: json_column(row, "operation_metrics")?,
+                    engine_info: row.try_get("engine_info")?,
+                    user_name: row.try_get("user_name")?,
+                    is_blind_append: row.try_get("is_blind_append")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
+        let row = sqlx::query(sql::RECORDED_RANGE)
+            .bind(table)
+            .fetch_one(&self.pool)
+            .await?;
+        let oldest: Option<i64> = row.try_get("oldest")?;
+        let through: Option<i64> = row.try_get("through")?;
+        Ok(oldest.zip(through))
+    }
+
+    async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError> {
+        sqlx::query(sql::HISTORY_GAPS)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| Ok((row.try_get("gap_from")?, row.try_get("gap_to")?)))
+            .collect()
+    }
+
+    async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError> {
+        let mut inserted = 0;
+        let mut tx = self.pool.begin().await?;
+        for w in writes {
+            inserted += sqlx::query(sql::INSERT_STALE_WRITE)
+                .bind(&w.table_name)
+                .bind(w.version)
+                .bind(w.committed_at)
+                .bind(w.operation.as_deref())
+                .bind(w.engine_info.as_deref())
+                .bind(Json(&w.rewrite_versions))
+                .bind(w.files)
+                .bind(Json(&w.sample_files))
+                .bind(w.rows)
+                .bind(w.over_repair)
+                .bind(w.repaired_by)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(sql::UPDATE_STALE_WRITE)
+                .bind(&w.table_name)
+                .bind(w.version)
+                .bind(w.rows)
+                .bind(w.repaired_by)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    async fn stale_writes(&self, table: Option<&str>) -> Result<Vec<StaleWriteRow>, StoreError> {
+        sqlx::query(sql::STALE_WRITES)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(StaleWriteRow {
+                    table_name: row.try_get("table_name")?,
+                    version: row.try_get("version")?,
+                    committed_at: row.try_get("committed_at")?,
+                    operation: row.try_get("operation")?,
+                    engine_info: row.try_get("engine_info")?,
+                    rewrite_versions: row.try_get::<Json<Vec<i64>>, _>("rewrite_versions")?.0,
+                    files: row.try_get("files")?,
+                    sample_files: row.try_get::<Json<Vec<String>>, _>("sample_files")?.0,
+                    rows: row.try_get("rows")?,
+                    over_repair: row.try_get("over_repair")?,
+                    repaired_by: row.try_get("repaired_by")?,
+                    detected_at: row.try_get("detected_at")?,
+                })
+            })
+            .collect()
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+fn json_column(row: &PgRow, column: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    Ok(row
+        .try_get::<Option<Json<serde_json::Value>>, _>(column)?
+        .map(|json| json.0))
 }
 
 fn reaped_job(

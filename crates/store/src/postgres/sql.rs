@@ -227,3 +227,54 @@ pub(super) const RUNNING_JOBS: &str = concat!(
     job_columns!(),
     " FROM jobs WHERE state = 'running' ORDER BY started_at, id"
 );
+
+// history (table_commits) and stale writes ---------------------------------------------
+
+/// $1 table, $2 version, $3 timestamp, $4 operation, $5 parameters, $6 metrics, $7 engine,
+/// $8 user, $9 blind append. A version already recorded is left as it is.
+pub(super) const INSERT_COMMIT: &str = "INSERT INTO table_commits \
+     (table_name, version, \"timestamp\", operation, operation_parameters, operation_metrics, \
+      engine_info, user_name, is_blind_append) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     ON CONFLICT (table_name, version) DO NOTHING";
+
+/// $1 table, $2 before (exclusive) or NULL, $3 limit.
+pub(super) const HISTORY: &str = "SELECT version, \"timestamp\", operation, operation_parameters, \
+       operation_metrics, engine_info, user_name, is_blind_append \
+     FROM table_commits WHERE table_name = $1 AND ($2::BIGINT IS NULL OR version < $2) \
+     ORDER BY version DESC LIMIT $3";
+
+/// $1 table. The oldest recorded version and the end of the run of versions recorded
+/// without a hole from it.
+pub(super) const RECORDED_RANGE: &str = "SELECT \
+       (SELECT min(version) FROM table_commits WHERE table_name = $1) AS oldest, \
+       (SELECT min(t.version) FROM table_commits t WHERE t.table_name = $1 \
+          AND NOT EXISTS (SELECT 1 FROM table_commits u \
+                          WHERE u.table_name = $1 AND u.version = t.version + 1)) AS through";
+
+/// $1 table. Missing version ranges between 0 and the newest recorded version.
+pub(super) const HISTORY_GAPS: &str = "SELECT prev + 1 AS gap_from, version - 1 AS gap_to FROM \
+       (SELECT version, LAG(version, 1, -1::BIGINT) OVER (ORDER BY version) AS prev \
+        FROM table_commits WHERE table_name = $1) s \
+     WHERE version - prev > 1 ORDER BY gap_from";
+
+/// $1 table .. $11 repaired_by. A stale write already recorded is left for UPDATE_STALE_WRITE.
+pub(super) const INSERT_STALE_WRITE: &str = "INSERT INTO stale_writes \
+     (table_name, version, committed_at, operation, engine_info, rewrite_versions, files, \
+      sample_files, \"rows\", over_repair, repaired_by) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (table_name, version) DO NOTHING";
+
+/// $1 table, $2 version, $3 rows, $4 repaired_by: fills in what was not known yet.
+pub(super) const UPDATE_STALE_WRITE: &str = "UPDATE stale_writes SET \
+       \"rows\" = COALESCE(\"rows\", $3), repaired_by = COALESCE(repaired_by, $4) \
+     WHERE table_name = $1 AND version = $2 \
+       AND ((\"rows\" IS NULL AND $3::BIGINT IS NOT NULL) \
+            OR (repaired_by IS NULL AND $4::BIGINT IS NOT NULL))";
+
+/// $1 table or NULL for all.
+pub(super) const STALE_WRITES: &str = "SELECT table_name, version, committed_at, operation, \
+       engine_info, rewrite_versions, files, sample_files, \"rows\", over_repair, repaired_by, \
+       detected_at \
+     FROM stale_writes WHERE ($1::TEXT IS NULL OR table_name = $1) \
+     ORDER BY table_name, version";

@@ -26,6 +26,7 @@ use sqlx::{Row, Sqlite, Transaction};
 use uuid::Uuid;
 
 use crate::error::StoreError;
+use crate::history::{clamp_history_limit, CommitRow, StaleWriteRow, HISTORY_BATCH};
 use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
     Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,
@@ -306,6 +307,39 @@ fn attempt_from_row(row: &SqliteRow) -> Result<Attempt, StoreError> {
     })
 }
 
+impl SqliteJobStore {
+    /// Closes the attempt as cancelled with `reason` and requeues the job by `plan`, if
+    /// `lease_token` still holds the lease.
+    async fn give_back(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        plan: Plan,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let Some(row) = sqlx::query(sql::SELECT_LEASED)
+            .bind(job_id)
+            .bind(lease_token.to_string())
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        let job = job_from_row(&row)?;
+        sqlx::query(sql::CLOSE_ATTEMPT)
+            .bind(job_id)
+            .bind(AttemptOutcome::Cancelled.as_str())
+            .bind(reason)
+            .execute(&mut *tx)
+            .await?;
+        Self::apply(&mut tx, &job, plan, None, reason).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
 #[async_trait]
 impl JobStore for SqliteJobStore {
     fn backend(&self) -> Backend {
@@ -527,26 +561,24 @@ impl JobStore for SqliteJobStore {
         lease_token: Uuid,
         reason: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let Some(row) = sqlx::query(sql::SELECT_LEASED)
-            .bind(job_id)
-            .bind(lease_token.to_string())
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            tx.rollback().await?;
-            return Ok(false);
-        };
-        let job = job_from_row(&row)?;
-        sqlx::query(sql::CLOSE_ATTEMPT)
-            .bind(job_id)
-            .bind(AttemptOutcome::Cancelled.as_str())
-            .bind(reason)
-            .execute(&mut *tx)
-            .await?;
-        Self::apply(&mut tx, &job, lifecycle::AFTER_RELEASE, None, reason).await?;
-        tx.commit().await?;
-        Ok(true)
+        self.give_back(job_id, lease_token, reason, lifecycle::AFTER_RELEASE)
+            .await
+    }
+
+    async fn defer(
+        &self,
+        job_id: i64,
+        lease_token: Uuid,
+        reason: &str,
+        delay: Duration,
+    ) -> Result<bool, StoreError> {
+        self.give_back(
+            job_id,
+            lease_token,
+            reason,
+            lifecycle::after_deferral(delay),
+        )
+        .await
     }
 
     async fn reap_expired(&self, grace: Duration) -> Result<Vec<ReapedJob>, StoreError> {
@@ -699,9 +731,155 @@ impl JobStore for SqliteJobStore {
             .collect()
     }
 
+    async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError> {
+        let mut inserted = 0;
+        for batch in commits.chunks(HISTORY_BATCH) {
+            let mut tx = self.pool.begin().await?;
+            for commit in batch {
+                inserted += sqlx::query(sql::INSERT_COMMIT)
+                    .bind(table)
+                    .bind(commit.version)
+                    .bind(commit.timestamp)
+                    .bind(commit.operation.as_deref())
+                    .bind(commit.operation_parameters.as_ref().map(|v| v.to_string()))
+                    .bind(commit.operation_metrics.as_ref().map(|v| v.to_string()))
+                    .bind(commit.engine_info.as_deref())
+                    .bind(commit.user_name.as_deref())
+                    .bind(commit.is_blind_append)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+        }
+        Ok(inserted)
+    }
+
+    async fn history(
+        &self,
+        table: &str,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CommitRow>, StoreError> {
+        sqlx::query(sql::HISTORY)
+            .bind(table)
+            .bind(before)
+            .bind(clamp_history_limit(limit))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(CommitRow {
+                    version: row.try_get("version")?,
+                    timestamp: row.try_get("timestamp")?,
+                    operation: row.try_get("operation")?,
+                    operation_parameters: json_text(row, "table_commits", "operation_parameters")?,
+                    operation_metrics: json_text(row, "table_commits", "operation_metrics")?,
+                    engine_info: row.try_get("engine_info")?,
+                    user_name: row.try_get("user_name")?,
+                    is_blind_append: row.try_get("is_blind_append")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
+        let row = sqlx::query(sql::RECORDED_RANGE)
+            .bind(table)
+            .fetch_one(&self.pool)
+            .await?;
+        let oldest: Option<i64> = row.try_get("oldest")?;
+        let through: Option<i64> = row.try_get("through")?;
+        Ok(oldest.zip(through))
+    }
+
+    async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError> {
+        sqlx::query(sql::HISTORY_GAPS)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| Ok((row.try_get("gap_from")?, row.try_get("gap_to")?)))
+            .collect()
+    }
+
+    async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError> {
+        let mut inserted = 0;
+        let mut tx = self.pool.begin().await?;
+        for w in writes {
+            inserted += sqlx::query(sql::INSERT_STALE_WRITE)
+                .bind(&w.table_name)
+                .bind(w.version)
+                .bind(w.committed_at)
+                .bind(w.operation.as_deref())
+                .bind(w.engine_info.as_deref())
+                .bind(serde_json::to_string(&w.rewrite_versions).unwrap_or_else(|_| "[]".into()))
+                .bind(w.files)
+                .bind(serde_json::to_string(&w.sample_files).unwrap_or_else(|_| "[]".into()))
+                .bind(w.rows)
+                .bind(w.over_repair)
+                .bind(w.repaired_by)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(sql::UPDATE_STALE_WRITE)
+                .bind(&w.table_name)
+                .bind(w.version)
+                .bind(w.rows)
+                .bind(w.repaired_by)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    async fn stale_writes(&self, table: Option<&str>) -> Result<Vec<StaleWriteRow>, StoreError> {
+        sqlx::query(sql::STALE_WRITES)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(StaleWriteRow {
+                    table_name: row.try_get("table_name")?,
+                    version: row.try_get("version")?,
+                    committed_at: row.try_get("committed_at")?,
+                    operation: row.try_get("operation")?,
+                    engine_info: row.try_get("engine_info")?,
+                    rewrite_versions: json_text(row, "stale_writes", "rewrite_versions")?
+                        .and_then(|v| serde_json::from_value(v).ok())
+                        .unwrap_or_default(),
+                    files: row.try_get("files")?,
+                    sample_files: json_text(row, "stale_writes", "sample_files")?
+                        .and_then(|v| serde_json::from_value(v).ok())
+                        .unwrap_or_default(),
+                    rows: row.try_get("rows")?,
+                    over_repair: row.try_get("over_repair")?,
+                    repaired_by: row.try_get("repaired_by")?,
+                    detected_at: row.try_get("detected_at")?,
+                })
+            })
+            .collect()
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// A JSON column stored as text.
+fn json_text(
+    row: &SqliteRow,
+    table: &str,
+    column: &str,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|text| {
+        serde_json::from_str(&text)
+            .map_err(|err| StoreError::Corrupt(format!("`{table}.{column}` is not JSON: {err}")))
+    })
+    .transpose()
 }
 
 #[cfg(test)]

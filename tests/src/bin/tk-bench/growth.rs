@@ -319,6 +319,7 @@ async fn scheduled_day(
                 max_commits_since_checkpoint: spec.checkpoint.max_commits_since_checkpoint,
                 log_retention: spec.retention.log_retention,
                 force: false,
+                log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
             };
             let t = Instant::now();
             let report = checkpoint(uri, &options, cancel).await?;
@@ -331,6 +332,7 @@ async fn scheduled_day(
         allow_short_retention: spec.retention.allow_short_retention,
         mode: VacuumMode::Lite,
         dry_run: false,
+        stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
     };
     // untimed: today's compaction tombstones pass the (simulated) retention
     tokio::time::sleep(SIMULATED_RETENTION).await;

@@ -1,0 +1,105 @@
+//! What a probe learns that must outlive the replica: every new commit's `commitInfo` into
+//! `table_commits` (history beyond the log's retention), every stale write into
+//! `stale_writes`, and a `repair` job for a stale write waiting for one (unless the inventory
+//! turns `maintenance.auto_repair` off).
+//!
+//! Every replica records what its own probes read; the store coalesces, so the history and
+//! the stale writes are the same whichever replica saw them first. A failed store call
+//! loses nothing: the records go back to the prober and the next probe tries again.
+
+use tablekeeper_delta::{CommitRecord, Probe, StaleWrite};
+use tablekeeper_inventory::{Operation, TableSpec};
+use tablekeeper_store::{CommitRow, StaleWriteRow, Trigger};
+use tracing::{info, warn};
+
+use crate::planner;
+use crate::runtime::Runtime;
+use crate::scheduler;
+
+/// Probes the table and records what the probe read; the probe's result for the caller.
+pub async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, String> {
+    let probe = rt.fleet.probe(spec).await;
+    record_history(rt, spec).await;
+    if let Ok(probe) = &probe {
+        record_stale_writes(rt, spec, probe).await;
+    }
+    probe
+}
+
+async fn record_history(rt: &Runtime, spec: &TableSpec) {
+    let batch = rt.fleet.take_history(spec).await;
+    if batch.commits.is_empty() {
+        return;
+    }
+    let rows: Vec<CommitRow> = batch.commits.iter().map(commit_row).collect();
+    match rt.store.record_commits(&spec.name, &rows).await {
+        Ok(new) if new > 0 => {
+            info!(table = %spec.name, recorded = new, read = rows.len(), "recorded table history")
+        }
+        Ok(_) => {}
+        Err(e) => {
+            warn!(table = %spec.name, commits = rows.len(), error = %e, "cannot record table history; will retry after the next probe");
+            rt.fleet.return_history(spec, batch).await;
+        }
+    }
+}
+
+async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
+    if probe.stale_writes.is_empty() {
+        return;
+    }
+    let rows: Vec<StaleWriteRow> = probe
+        .stale_writes
+        .iter()
+        .map(|w| stale_write_row(&spec.name, w))
+        .collect();
+    match rt.store.record_stale_writes(&rows).await {
+        Ok(0) => {}
+        Ok(new) => {
+            warn!(table = %spec.name, owner = %spec.owner, new, "stale write recorded: a writer's commit planned before a tablekeeper rewrite left rows it removed visible")
+        }
+        Err(e) => warn!(table = %spec.name, error = %e, "cannot record stale writes"),
+    }
+    let waiting = probe.pending_stale_writes().any(|w| !w.over_repair);
+    if !waiting || !spec.operation_enabled(Operation::Repair) || spec.paused {
+        return;
+    }
+    if planner::safety_gate(spec, Operation::Repair, Some(probe)).is_some() {
+        return;
+    }
+    match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule).await {
+        Ok((job_id, true)) => info!(table = %spec.name, job_id, "repair queued for a stale write"),
+        Ok((_, false)) => {}
+        Err(e) => warn!(table = %spec.name, error = %e, "cannot queue the repair of a stale write"),
+    }
+}
+
+fn commit_row(record: &CommitRecord) -> CommitRow {
+    CommitRow {
+        version: record.version,
+        timestamp: record.timestamp,
+        operation: record.operation.clone(),
+        operation_parameters: record.operation_parameters.clone(),
+        operation_metrics: record.operation_metrics.clone(),
+        engine_info: record.engine_info.clone(),
+        user_name: record.user_name.clone(),
+        is_blind_append: record.is_blind_append,
+    }
+}
+
+fn stale_write_row(table: &str, w: &StaleWrite) -> StaleWriteRow {
+    StaleWriteRow {
+        table_name: table.to_owned(),
+        version: w.version,
+        committed_at: w.committed_at,
+        operation: w.operation.clone(),
+        engine_info: w.engine_info.clone(),
+        rewrite_versions: w.rewrite_versions.clone(),
+        files: i64::try_from(w.files).unwrap_or(i64::MAX),
+        sample_files: w.sample_files.clone(),
+        rows: w.rows.and_then(|r| i64::try_from(r).ok()),
+        over_repair: w.over_repair,
+        repaired_by: w.repaired_by,
+        detected_at: None,
+    }
+}

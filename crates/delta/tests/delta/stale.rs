@@ -1,0 +1,305 @@
+//! Stale writes over tablekeeper's rewrites: a writer whose snapshot predates a compaction
+//! overwrites the table; the probe finds it, repair restores exactly what the writer meant.
+//! Every case checks the rows against a model of what the writer intended, read by deltalake
+//! and by python deltalake.
+
+use std::collections::BTreeSet;
+
+use deltalake::protocol::SaveMode;
+use deltalake::DeltaTable;
+use tablekeeper_delta::{
+    compact, repair, vacuum, zorder, CompactOptions, DeltaError, Probe, ProbeOptions, Prober,
+    RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{batch, create_table, rows, Row, TestTable};
+
+fn compact_options(target: u64) -> CompactOptions {
+    CompactOptions {
+        target_file_size: target,
+        min_small_files: 2,
+        small_file_factor: 1.0,
+        dry_run: false,
+        max_conflict_retries: 0,
+    }
+}
+
+async fn run_compact(t: &TestTable, target: u64) -> tablekeeper_delta::OpReport {
+    compact(&t.uri, &compact_options(target), &CancellationToken::new())
+        .await
+        .expect("compaction")
+}
+
+async fn probe(t: &TestTable) -> Probe {
+    Prober::new()
+        .probe(&t.uri, &ProbeOptions::for_target(1 << 30))
+        .await
+        .expect("probe")
+}
+
+/// A writer that took its snapshot earlier overwrites the table with `new`.
+async fn stale_overwrite(snapshot: DeltaTable, new: &[Row]) {
+    snapshot
+        .write(vec![batch(new)])
+        .with_save_mode(SaveMode::Overwrite)
+        .await
+        .expect("the stale overwrite commits: deltalake's conflict checker ignores dataChange=false removes");
+}
+
+fn ids(rows: &[Row]) -> Vec<i64> {
+    let mut ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The table's ids as python deltalake reads them.
+fn python_ids(t: &TestTable) -> Vec<i64> {
+    let lines = tablekeeper_delta::peers::python_rows(&t.uri, None)
+        .expect("python deltalake reads the table");
+    let mut ids: Vec<i64> = lines
+        .iter()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).expect("json row");
+            row["id"].as_i64().expect("id")
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Both readers see exactly `expected`.
+async fn assert_rows(t: &TestTable, expected: &[i64], context: &str) {
+    let mut expected = expected.to_vec();
+    expected.sort_unstable();
+    assert_eq!(ids(&t.rows().await), expected, "deltalake, {context}");
+    assert_eq!(python_ids(t), expected, "python deltalake, {context}");
+}
+
+async fn run_repair(t: &TestTable, dry_run: bool) -> tablekeeper_delta::OpReport {
+    repair(
+        &t.uri,
+        &RepairOptions {
+            dry_run,
+            ..RepairOptions::default()
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("repair")
+}
+
+#[tokio::test]
+async fn an_overwrite_planned_before_a_compaction_is_found_and_repaired() {
+    let t = create_table(false, &[]).await;
+    for i in 0..10 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let writer = t.open().await; // the writer's snapshot, taken before maintenance
+    let compacted = run_compact(&t, 1 << 30).await;
+    assert!(!compacted.commits.is_empty(), "{compacted:?}");
+    let new = rows(1000..1005, "2026-01-02");
+    stale_overwrite(writer, &new).await;
+    // the hazard, reproduced: every old row survived the overwrite
+    assert_eq!(t.rows().await.len(), 105);
+
+    let p = probe(&t).await;
+    assert_eq!(p.stale_writes.len(), 1, "{:?}", p.stale_writes);
+    let w = &p.stale_writes[0];
+    assert!(w.pending());
+    assert_eq!(w.files, 10);
+    assert_eq!(
+        w.rows,
+        Some(100),
+        "rows the writer meant to remove, from the log's statistics"
+    );
+    assert_eq!(w.rewrite_versions, compacted.commits);
+    assert_eq!(w.operation.as_deref(), Some("WRITE"));
+
+    let before = t.version().await;
+    let plan = run_repair(&t, true).await;
+    assert_eq!(t.version().await, before, "a dry run writes nothing");
+    assert_eq!(plan.repairs.len(), 1);
+    let planned = &plan.repairs[0];
+    assert_eq!(planned.stale_write, w.version);
+    assert_eq!(
+        planned.re_add.len(),
+        0,
+        "the writer removed every input of the bin"
+    );
+    assert_eq!(planned.stale_rows, Some(100));
+    assert_eq!(planned.refused, None);
+
+    let done = run_repair(&t, false).await;
+    assert_eq!(done.commits.len(), 1, "{done:?}");
+    assert_rows(
+        &t,
+        &ids(&new),
+        "after the repair: exactly the writer's rows",
+    )
+    .await;
+    let p = probe(&t).await;
+    assert_eq!(p.stale_writes[0].repaired_by, Some(done.commits[0]));
+    assert!(p.pending_stale_writes().next().is_none());
+    // nothing left to do
+    let again = run_repair(&t, false).await;
+    assert!(again.commits.is_empty(), "{again:?}");
+}
+
+#[tokio::test]
+async fn only_the_bins_the_writer_touched_are_undone() {
+    let t = create_table(false, &[]).await;
+    for i in 0..5 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let writer = t.open().await; // sees the first five files only
+    for i in 5..10 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    // bins of five files: a target a little over five files' size
+    let size = t
+        .open()
+        .await
+        .snapshot()
+        .expect("snapshot")
+        .snapshot()
+        .log_data()
+        .into_iter()
+        .map(|f| u64::try_from(f.size()).expect("size"))
+        .max()
+        .expect("files");
+    let compacted = run_compact(&t, size * 5 + size / 2).await;
+    assert_eq!(
+        compacted.commits.len(),
+        2,
+        "two bins, one commit each: {compacted:?}"
+    );
+    let new = rows(1000..1005, "2026-01-02");
+    stale_overwrite(writer, &new).await;
+
+    let done = run_repair(&t, false).await;
+    let plan = &done.repairs[0];
+    assert_eq!(
+        plan.rewrites.len(),
+        1,
+        "only the bin holding the writer's files: {plan:?}"
+    );
+    assert_eq!(plan.remove.len(), 1);
+    // the writer's rows, plus the rows appended after its snapshot (it never saw them)
+    let mut expected = ids(&new);
+    expected.extend(50..100);
+    assert_rows(&t, &expected, "after repairing one of two bins").await;
+    // the untouched bin stays compacted
+    assert_eq!(t.active_paths().await.len(), 2);
+}
+
+#[tokio::test]
+async fn chains_of_compactions_are_followed() {
+    let t = create_table(false, &[]).await;
+    for i in 0..5 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let writer = t.open().await;
+    run_compact(&t, 1 << 30).await; // f1..f5 -> o1
+    t.append(&rows(50..60, "2026-01-01")).await;
+    run_compact(&t, 1 << 30).await; // o1 + f6 -> o2
+    let new = rows(1000..1003, "2026-01-02");
+    stale_overwrite(writer, &new).await;
+
+    let done = run_repair(&t, false).await;
+    let plan = &done.repairs[0];
+    assert_eq!(
+        plan.rewrites.len(),
+        2,
+        "both compactions are undone: {plan:?}"
+    );
+    assert_eq!(
+        plan.re_add.len(),
+        1,
+        "the file appended after the snapshot comes back"
+    );
+    let mut expected = ids(&new);
+    expected.extend(50..60);
+    assert_rows(&t, &expected, "after repairing a chain").await;
+}
+
+#[tokio::test]
+async fn partitioned_tables_and_z_order_are_repaired() {
+    let t = create_table(true, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 5, "2026-01-01")).await;
+        t.append(&rows(i * 10 + 5..i * 10 + 10, "2026-01-02")).await;
+    }
+    let writer = t.open().await;
+    zorder(
+        &t.uri,
+        &ZorderOptions {
+            columns: vec!["event_type".into()],
+            target_file_size: 1 << 30,
+            since_version: None,
+            dry_run: false,
+            max_conflict_retries: 0,
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("z-order");
+    // the overwrite also adds rows to both partitions
+    let mut new = rows(1000..1004, "2026-01-01");
+    new.extend(rows(2000..2004, "2026-01-02"));
+    stale_overwrite(writer, &new).await;
+    let p = probe(&t).await;
+    assert_eq!(p.pending_stale_writes().count(), 1);
+
+    run_repair(&t, false).await;
+    assert_rows(&t, &ids(&new), "after repairing a Z-order").await;
+}
+
+#[tokio::test]
+async fn a_repair_that_cannot_be_exact_is_refused_and_changes_nothing() {
+    let t = create_table(false, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let writer = t.open().await;
+    run_compact(&t, 1 << 30).await;
+    // another writer, up to date, deletes rows from the compacted file: it rewrites it
+    t.delete("id < 5").await;
+    stale_overwrite(writer, &rows(1000..1002, "2026-01-02")).await;
+    let before = t.version().await;
+    let err = repair(&t.uri, &RepairOptions::default(), &CancellationToken::new())
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, DeltaError::RepairRefused { .. }), "{err}");
+    assert!(err.to_string().contains("changed data"), "{err}");
+    assert_eq!(t.version().await, before);
+}
+
+#[tokio::test]
+async fn vacuum_waits_for_a_pending_repair() {
+    let t = create_table(false, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let writer = t.open().await;
+    run_compact(&t, 1 << 30).await;
+    stale_overwrite(writer, &rows(1000..1002, "2026-01-02")).await;
+    let before: BTreeSet<String> = t.parquet_on_disk();
+    let options = VacuumOptions {
+        inventory_retention: std::time::Duration::ZERO,
+        allow_short_retention: true,
+        mode: VacuumMode::Lite,
+        dry_run: false,
+        stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+    };
+    let err = vacuum(&t.uri, &options, &CancellationToken::new())
+        .await
+        .expect_err("refused while the repair waits");
+    assert!(matches!(err, DeltaError::RepairPending { .. }), "{err}");
+    assert_eq!(t.parquet_on_disk(), before, "nothing deleted");
+    run_repair(&t, false).await;
+    vacuum(&t.uri, &options, &CancellationToken::new())
+        .await
+        .expect("vacuum after the repair");
+    assert_rows(&t, &[1000, 1001], "after repair and vacuum").await;
+}

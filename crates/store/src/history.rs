@@ -1,0 +1,60 @@
+//! Rows of the two tables that remember what a table's log forgets: `table_commits` (every
+//! commit's `commitInfo`, kept beyond the log's retention; DESIGN.md "Job table (contract)") and
+//! `stale_writes` (commits planned on a snapshot older than a tablekeeper rewrite).
+//!
+//! Both are written by every replica's probe and coalesce in the database: a row already there
+//! is kept as it is (`table_commits` rows are never updated or deleted), so what several
+//! replicas record is the same whichever recorded it first.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Largest page of history one call returns.
+pub const MAX_HISTORY_LIMIT: i64 = 1000;
+
+/// Commits inserted per transaction when recording history: a first probe of a table with a
+/// long log records thousands at once, and a short transaction each keeps the pool fair.
+pub(crate) const HISTORY_BATCH: usize = 500;
+
+/// One commit of a table, as `table_commits` holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommitRow {
+    pub version: i64,
+    /// Commit time.
+    pub timestamp: DateTime<Utc>,
+    pub operation: Option<String>,
+    pub operation_parameters: Option<Value>,
+    pub operation_metrics: Option<Value>,
+    pub engine_info: Option<String>,
+    pub user_name: Option<String>,
+    pub is_blind_append: Option<bool>,
+}
+
+/// A stale write as `stale_writes` holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleWriteRow {
+    pub table_name: String,
+    /// The stale writer's commit.
+    pub version: i64,
+    pub committed_at: Option<DateTime<Utc>>,
+    pub operation: Option<String>,
+    pub engine_info: Option<String>,
+    /// The tablekeeper commits whose removed files it removed.
+    pub rewrite_versions: Vec<i64>,
+    pub files: i64,
+    pub sample_files: Vec<String>,
+    /// Rows the writer meant to remove that stayed visible, when counted.
+    pub rows: Option<i64>,
+    /// It removed files a repair commit had replaced: repaired by hand only.
+    pub over_repair: bool,
+    /// The repair commit, once there is one.
+    pub repaired_by: Option<i64>,
+    /// When a replica first recorded it (database clock); ignored on insert.
+    pub detected_at: Option<DateTime<Utc>>,
+}
+
+/// `limit` within 1..=[`MAX_HISTORY_LIMIT`].
+pub(crate) fn clamp_history_limit(limit: i64) -> i64 {
+    limit.clamp(1, MAX_HISTORY_LIMIT)
+}
