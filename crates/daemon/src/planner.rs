@@ -385,6 +385,86 @@ mod tests {
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
     }
 
+    fn stale_write(version: i64, repaired_by: Option<i64>) -> serde_json::Value {
+        serde_json::json!({
+            "version": version, "committed_at": "2026-11-29T10:00:00Z", "operation": "WRITE",
+            "engine_info": "delta-rs:py-1.6.6", "rewrite_versions": [version - 1],
+            "over_repair": false, "files": 10, "sample_files": ["a.parquet"], "rows": 100,
+            "repaired_by": repaired_by
+        })
+    }
+
+    #[test]
+    fn a_pending_stale_write_needs_a_repair_and_holds_vacuum_back() {
+        let s = spec("");
+        let quiet = probe(serde_json::json!({}));
+        assert!(!decide(&s, Operation::Repair, Ok(&quiet), None, now()).should_run());
+        let pending = probe(serde_json::json!({"stale_writes": [stale_write(12, None)]}));
+        let d = decide(&s, Operation::Repair, Ok(&pending), None, now());
+        assert!(d.should_run(), "{d:?}");
+        assert!(d.reason().contains("[12]"), "{d:?}");
+        let d = decide(&s, Operation::Vacuum, Ok(&pending), None, now());
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        assert!(d.reason().contains("repair"), "{d:?}");
+        let repaired = probe(serde_json::json!({"stale_writes": [stale_write(12, Some(14))]}));
+        assert!(!decide(&s, Operation::Repair, Ok(&repaired), None, now()).should_run());
+        assert!(decide(&s, Operation::Vacuum, Ok(&repaired), None, now()).should_run());
+        let off = spec("    maintenance:\n      auto_repair: false\n");
+        let d = decide(&off, Operation::Repair, Ok(&pending), None, now());
+        assert!(!d.should_run(), "{d:?}");
+    }
+
+    fn overwrites() -> serde_json::Value {
+        serde_json::json!({"recent_overwrites": [{
+            "version": 9, "committed_at": "2026-11-29T01:10:00Z", "operation": "WRITE",
+            "engine_info": "Apache-Spark/3.5.0 Delta-Lake/3.1.0"
+        }]})
+    }
+
+    #[test]
+    fn recent_full_overwrites_without_a_window_refuse_rewrites_naming_the_commits() {
+        let s = spec("");
+        let p = probe(overwrites());
+        for op in [Operation::Compact, Operation::Zorder] {
+            let d = decide(&s, op, Ok(&p), None, now());
+            assert!(matches!(d, Decision::Refuse(_)), "{op}: {d:?}");
+            assert!(
+                d.reason()
+                    .contains("version 9 at 2026-11-29 01:10 UTC by Apache-Spark"),
+                "{d:?}"
+            );
+            assert!(d.reason().contains("writers.overwrites"), "{d:?}");
+        }
+        // VACUUM and checkpoints do not rewrite data
+        assert!(decide(&s, Operation::Vacuum, Ok(&p), None, now()).should_run());
+    }
+
+    #[test]
+    fn a_declared_window_lets_rewrites_run_outside_it_and_defers_them_inside() {
+        let s = spec("    writers:\n      overwrites: { schedule: \"0 1 * * *\", duration: 2h }\n");
+        let p = probe(overwrites());
+        let outside = decide(&s, Operation::Compact, Ok(&p), None, now());
+        assert!(outside.should_run(), "{outside:?}");
+        assert_eq!(not_before(&s, Operation::Compact, now()), None);
+        let inside: DateTime<Utc> = "2026-11-29T01:30:00Z".parse().unwrap();
+        let d = decide(&s, Operation::Compact, Ok(&p), None, inside);
+        assert!(d.should_run(), "{d:?}");
+        assert!(
+            d.reason()
+                .contains("deferred until the overwrite window closes at 2026-11-29 03:00 UTC"),
+            "{d:?}"
+        );
+        assert_eq!(
+            not_before(&s, Operation::Compact, inside),
+            Some("2026-11-29T03:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            not_before(&s, Operation::Vacuum, inside),
+            None,
+            "only rewrites wait"
+        );
+    }
+
     #[test]
     fn dynamodb_writers_refuse_every_operation() {
         let yaml = "tables:\n  - name: t\n    path: s3://lake/t\n    owner: o\n    writers:\n      topology: multi-writer\n      log_store: dynamodb\n";

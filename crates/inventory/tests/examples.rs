@@ -109,6 +109,10 @@ fn schema_describes_its_keys() {
         ("CompactionEntry", "target_file_size"),
         ("VacuumEntry", "full_every"),
         ("DefaultsEntry", "timezone"),
+        ("WritersEntry", "overwrites"),
+        ("OverwritesEntry", "duration"),
+        ("MaintenanceEntry", "auto_repair"),
+        ("DefaultsEntry", "auto_repair"),
     ] {
         let property = &defs[def]["properties"][key];
         let description = property["description"].as_str().unwrap_or_default();

@@ -1134,3 +1134,86 @@ fn invalid_error_display_lists_every_problem() {
         assert!(text.contains(&p.to_string()), "{text}");
     }
 }
+
+#[test]
+fn overwrite_windows_are_read_and_checked() {
+    let inv = valid(&table_with(&[
+        "    writers:",
+        "      overwrites: { schedule: \"0 1 * * *\", duration: 2h }",
+    ]));
+    let window = inv.tables[0].writers.overwrites.as_ref().expect("window");
+    assert_eq!(window.schedule.as_str(), "0 1 * * *");
+    assert_eq!(window.duration, Duration::from_secs(7200));
+    assert!(valid(&table_with(&[])).tables[0]
+        .writers
+        .overwrites
+        .is_none());
+
+    let problems = problems_of(&table_with(&[
+        "    writers:",
+        "      overwrites:",
+        "        schedule: \"0 1 * *\"",
+        "        duraton: 2h",
+    ]));
+    expect(
+        &problems,
+        8,
+        9,
+        T,
+        Some("writers.overwrites.duraton"),
+        "did you mean `duration`",
+    );
+    expect(&problems, 7, 19, T, Some("writers.overwrites.schedule"), "");
+    expect(
+        &problems,
+        7,
+        9,
+        T,
+        Some("writers.overwrites.duration"),
+        "missing `duration`",
+    );
+
+    let problems = problems_of(&table_with(&[
+        "    writers:",
+        "      overwrites: { schedule: \"@daily\", duration: 0s }",
+    ]));
+    expect(
+        &problems,
+        6,
+        52,
+        T,
+        Some("writers.overwrites.duration"),
+        "a window of 0 protects nothing",
+    );
+}
+
+#[test]
+fn auto_repair_defaults_on_and_can_be_switched_off() {
+    assert!(valid(&table_with(&[])).tables[0].auto_repair);
+    assert!(valid(&table_with(&[])).tables[0].operation_enabled(Operation::Repair));
+    let off = valid(&table_with(&[
+        "    maintenance:",
+        "      auto_repair: false",
+    ]));
+    assert!(!off.tables[0].auto_repair);
+    assert!(!off.tables[0].operation_enabled(Operation::Repair));
+    let fleet_off = valid(&yaml(&[
+        "defaults:",
+        "  auto_repair: false",
+        "tables:",
+        "  - name: a",
+        "    path: /data/a",
+        "    owner: o",
+        "  - name: b",
+        "    path: /data/b",
+        "    owner: o",
+        "    maintenance: { auto_repair: true }",
+    ]));
+    assert!(!fleet_off.tables[0].auto_repair);
+    assert!(fleet_off.tables[1].auto_repair);
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      auto_repair: sometimes",
+    ]));
+    expect(&problems, 6, 20, T, Some("maintenance.auto_repair"), "");
+}

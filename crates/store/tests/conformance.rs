@@ -51,6 +51,11 @@ conformance!(
     last_success_and_latest_jobs,
     list_filters_newest_first,
     job_json_has_rfc3339_times_and_no_token,
+    defer_gives_the_attempt_back_due_later,
+    repair_and_purge_are_operations,
+    history_coalesces_and_pages_newest_first,
+    recorded_range_stops_at_the_first_hole_and_gaps_name_it,
+    stale_writes_coalesce_and_fill_in_what_was_missing,
 );
 
 mod suite {
@@ -59,8 +64,8 @@ mod suite {
     use chrono::Utc;
     use serde_json::json;
     use tablekeeper_store::{
-        AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, JobFilter, JobState, JobStore,
-        NewJob, RetryPolicy, StoreError, Trigger,
+        AttemptOutcome, ClaimedJob, CommitRow, FailOutcome, FailureKind, JobFilter, JobState,
+        JobStore, NewJob, RetryPolicy, StaleWriteRow, StoreError, Trigger,
     };
     use uuid::Uuid;
 
@@ -829,5 +834,157 @@ mod suite {
         assert!(started.ends_with('Z'), "{started}");
         let parsed: tablekeeper_store::Job = serde_json::from_value(value).unwrap();
         assert_eq!(parsed.id, claimed.job.id);
+    }
+
+    pub async fn defer_gives_the_attempt_back_due_later(store: &dyn JobStore) {
+        let id = store.enqueue(job("a", "compact")).await.unwrap().job.id;
+        let claimed = claim(store, "w").await.unwrap();
+        assert!(store
+            .defer(
+                id,
+                claimed.lease_token,
+                "overwrite window",
+                Duration::from_secs(3600)
+            )
+            .await
+            .unwrap());
+        let deferred = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(deferred.state, JobState::Queued);
+        assert_eq!(deferred.attempt, 0, "a deferral consumes no attempt");
+        assert!(deferred.run_at > Utc::now() + chrono::Duration::minutes(55));
+        assert!(
+            claim(store, "w").await.is_none(),
+            "not due before the window closes"
+        );
+        let attempts = store.attempts(id).await.unwrap();
+        assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Cancelled));
+        assert_eq!(attempts[0].error.as_deref(), Some("overwrite window"));
+        assert!(!store
+            .defer(id, claimed.lease_token, "again", Duration::ZERO)
+            .await
+            .unwrap());
+    }
+
+    pub async fn repair_and_purge_are_operations(store: &dyn JobStore) {
+        for op in ["repair", "purge"] {
+            let enqueued = store.enqueue(job("a", op)).await.unwrap();
+            assert!(enqueued.created, "{op}");
+            assert_eq!(enqueued.job.operation, op);
+        }
+        assert!(store.enqueue(job("a", "restore")).await.is_err());
+    }
+
+    fn commit(version: i64, operation: &str) -> CommitRow {
+        CommitRow {
+            version,
+            // commit times are milliseconds in a Delta log
+            timestamp: chrono::DateTime::from_timestamp_millis(
+                Utc::now().timestamp_millis() - (100 - version) * 86_400_000,
+            )
+            .unwrap(),
+            operation: Some(operation.to_owned()),
+            operation_parameters: Some(json!({"mode": "Append"})),
+            operation_metrics: Some(json!({"numFiles": "1"})),
+            engine_info: Some("Apache-Spark/3.5.0 Delta-Lake/3.1.0".into()),
+            user_name: None,
+            is_blind_append: Some(true),
+        }
+    }
+
+    pub async fn history_coalesces_and_pages_newest_first(store: &dyn JobStore) {
+        let commits: Vec<CommitRow> = (0..5).map(|v| commit(v, "WRITE")).collect();
+        assert_eq!(store.record_commits("t", &commits).await.unwrap(), 5);
+        // a second replica records the same commits, and one more
+        let mut again = commits.clone();
+        again.push(commit(5, "OPTIMIZE"));
+        assert_eq!(store.record_commits("t", &again).await.unwrap(), 1);
+        // a replica that read something else for a recorded version changes nothing
+        let mut other = commit(0, "SOMETHING ELSE");
+        other.user_name = Some("x".into());
+        assert_eq!(store.record_commits("t", &[other]).await.unwrap(), 0);
+
+        let page = store.history("t", None, 3).await.unwrap();
+        assert_eq!(
+            page.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [5, 4, 3]
+        );
+        let older = store.history("t", Some(3), 100).await.unwrap();
+        assert_eq!(
+            older.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [2, 1, 0]
+        );
+        assert_eq!(
+            older[2], commits[0],
+            "stored as recorded first, every field"
+        );
+        assert!(store.history("other", None, 10).await.unwrap().is_empty());
+        let value = serde_json::to_value(&page[0]).unwrap();
+        chrono::DateTime::parse_from_rfc3339(value["timestamp"].as_str().unwrap())
+            .expect("RFC 3339");
+    }
+
+    pub async fn recorded_range_stops_at_the_first_hole_and_gaps_name_it(store: &dyn JobStore) {
+        assert_eq!(store.recorded_range("t").await.unwrap(), None);
+        assert!(store.history_gaps("t").await.unwrap().is_empty());
+        // versions 0..=2 were cleaned up before anyone recorded them; 8 is missing too
+        let commits: Vec<CommitRow> = [3, 4, 5, 6, 7, 9, 10]
+            .into_iter()
+            .map(|v| commit(v, "WRITE"))
+            .collect();
+        store.record_commits("t", &commits).await.unwrap();
+        assert_eq!(store.recorded_range("t").await.unwrap(), Some((3, 7)));
+        assert_eq!(store.history_gaps("t").await.unwrap(), [(0, 2), (8, 8)]);
+        store
+            .record_commits("t", &[commit(8, "WRITE")])
+            .await
+            .unwrap();
+        assert_eq!(store.recorded_range("t").await.unwrap(), Some((3, 10)));
+        assert_eq!(store.history_gaps("t").await.unwrap(), [(0, 2)]);
+    }
+
+    fn stale(version: i64) -> StaleWriteRow {
+        StaleWriteRow {
+            table_name: "t".into(),
+            version,
+            committed_at: Some(Utc::now()),
+            operation: Some("WRITE".into()),
+            engine_info: Some("delta-rs:py-1.6.6".into()),
+            rewrite_versions: vec![version - 1],
+            files: 10,
+            sample_files: vec!["part-0.parquet".into()],
+            rows: None,
+            over_repair: false,
+            repaired_by: None,
+            detected_at: None,
+        }
+    }
+
+    pub async fn stale_writes_coalesce_and_fill_in_what_was_missing(store: &dyn JobStore) {
+        assert_eq!(store.record_stale_writes(&[stale(12)]).await.unwrap(), 1);
+        // another replica saw the same write with its rows counted, later repaired
+        let mut counted = stale(12);
+        counted.rows = Some(100);
+        assert_eq!(
+            store.record_stale_writes(&[counted.clone()]).await.unwrap(),
+            0
+        );
+        let mut repaired = counted.clone();
+        repaired.repaired_by = Some(14);
+        repaired.rows = Some(999);
+        store
+            .record_stale_writes(&[repaired, stale(20)])
+            .await
+            .unwrap();
+        let rows = store.stale_writes(Some("t")).await.unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].version, 12);
+        assert_eq!(rows[0].rows, Some(100), "a known count is kept");
+        assert_eq!(rows[0].repaired_by, Some(14));
+        assert_eq!(rows[0].rewrite_versions, [11]);
+        assert_eq!(rows[0].sample_files, ["part-0.parquet"]);
+        assert!(rows[0].detected_at.is_some());
+        assert_eq!(rows[1].repaired_by, None);
+        assert_eq!(store.stale_writes(None).await.unwrap().len(), 2);
+        assert!(store.stale_writes(Some("other")).await.unwrap().is_empty());
     }
 }

@@ -41,10 +41,12 @@ pub async fn get_table(
     State(rt): State<Arc<Runtime>>,
     Path(name): Path<String>,
 ) -> Result<Json<TableDetail>, ApiError> {
-    let view = rt
+    let mut view = rt
         .fleet
         .view(&name, Utc::now())
         .ok_or_else(|| unknown_table(&name))?;
+    // fresh from the store: a repair another replica just recorded shows at once
+    view.stale_writes = rt.store.stale_writes(Some(&name)).await?;
     let last_jobs = rt
         .store
         .list_jobs(&JobFilter {
