@@ -130,9 +130,19 @@ fn humantime_secs(d: Duration) -> String {
 
 /// Asks the daemon at `base_url` to run `operation` on `table` now; returns the job id.
 pub async fn trigger(base_url: &str, table: &str, operation: &str) -> anyhow::Result<i64> {
+    trigger_with_token(base_url, TOKEN, table, operation).await
+}
+
+/// [`trigger`] with the daemon's admin `token`.
+pub async fn trigger_with_token(
+    base_url: &str,
+    token: &str,
+    table: &str,
+    operation: &str,
+) -> anyhow::Result<i64> {
     let response = reqwest::Client::new()
         .post(format!("{base_url}/api/v1/tables/{table}/jobs"))
-        .bearer_auth(TOKEN)
+        .bearer_auth(token)
         .json(&serde_json::json!({ "operation": operation }))
         .send()
         .await?;

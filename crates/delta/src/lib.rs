@@ -21,6 +21,7 @@
 //! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
 //!   cross-checked against every version inside the retention window before anything is deleted.
 
+pub mod aged;
 mod checkpoint;
 mod compact;
 mod error;
