@@ -312,3 +312,54 @@ fn schema_is_json_that_validates_every_example() {
         "the schema must reject unknown keys"
     );
 }
+
+/// `plan` on an inventory pull request: a table that cannot be read (here: its path holds no
+/// Delta table, as after a typo or without credentials) fails the check, named, unless CI
+/// has no storage access on purpose.
+#[test]
+fn plan_fails_when_a_table_cannot_be_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("not-a-table");
+    let healthy = dir.path().join("healthy");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime
+        .block_on(tablekeeper_delta::fixtures::write_small_files(
+            healthy.to_str().expect("utf-8"),
+            &tablekeeper_delta::fixtures::SmallFiles {
+                partitions: 0,
+                files_per_partition: 2,
+                rows_per_file: 5,
+                payload_bytes: 4,
+            },
+        ))
+        .expect("table");
+    let inventory = write(
+        dir.path(),
+        "inventory.yaml",
+        &[
+            "tables:",
+            "  - name: ok.table",
+            &format!("    path: \"{}\"", healthy.display()),
+            "    owner: o",
+            "  - name: typo.table",
+            &format!("    path: \"{}\"", missing.display()),
+            "    owner: o",
+        ],
+    );
+    let plan = |extra: &[&str]| {
+        tablekeeper()
+            .arg("plan")
+            .arg("--inventory")
+            .arg(&inventory)
+            .args(extra)
+            .output()
+            .expect("tablekeeper runs")
+    };
+    let out = plan(&[]);
+    assert_eq!(out.status.code(), Some(3), "stderr:\n{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("table `typo.table`"), "{err}");
+    assert!(!err.contains("table `ok.table`"), "{err}");
+    let out = plan(&["--allow-unreadable"]);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+}

@@ -40,7 +40,7 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
-    /// Show, per table, health, drift and what would run now and why, without changing anything.
+    /// Show, per table, health, drift and what would run now and why, without changing anything; exit 3 when a table cannot be read.
     Plan {
         /// Daemon config file naming the inventory.
         #[arg(long, short, conflicts_with = "inventory")]
@@ -50,6 +50,9 @@ pub enum Command {
         inventory: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
+        /// Exit 0 even when a table cannot be read (for CI jobs without storage access).
+        #[arg(long)]
+        allow_unreadable: bool,
     },
     /// Run one operation on one table now, in the foreground, without a job store; prints the result as JSON.
     Maintain {

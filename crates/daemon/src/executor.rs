@@ -20,6 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{overwrite_window, planner};
 
+/// The smallest bin worth rewriting: a forced compaction merges any two small files of a
+/// partition, whatever `min_small_files` says.
+const FORCED_MIN_SMALL_FILES: u64 = 2;
+
 /// Commit conflicts retried inside one attempt before the attempt fails as a conflict
 /// (the job's own retries with backoff come on top).
 const CONFLICT_RETRIES: u32 = 3;
@@ -155,7 +159,12 @@ async fn run_operation(
         Operation::Compact => {
             let options = CompactOptions {
                 target_file_size: spec.compaction.target_file_size,
-                min_small_files: u64::from(spec.compaction.min_small_files),
+                // asked for by a person: every partition with something to merge
+                min_small_files: if ctx.forced {
+                    FORCED_MIN_SMALL_FILES
+                } else {
+                    u64::from(spec.compaction.min_small_files)
+                },
                 dry_run: ctx.dry_run,
                 small_file_factor: tablekeeper_delta::DEFAULT_SMALL_FILE_FACTOR,
                 max_conflict_retries: CONFLICT_RETRIES,
@@ -166,7 +175,8 @@ async fn run_operation(
             let options = ZorderOptions {
                 columns: spec.layout.zorder.clone(),
                 target_file_size: spec.compaction.target_file_size,
-                since_version: ctx.zorder_since_version,
+                // asked for by a person: every partition, not only those with new data
+                since_version: ctx.zorder_since_version.filter(|_| !ctx.forced),
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
             };

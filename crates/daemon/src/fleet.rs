@@ -416,6 +416,9 @@ fn staleness(state: &TableState, op: Operation, now: DateTime<Utc>) -> Option<ch
     Some((now - since).max(chrono::Duration::zero()))
 }
 
+/// Delta's `delta.logRetentionDuration` when a table does not set it.
+const DELTA_DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(30 * 86_400);
+
 /// Compares the inventory with the live table.
 pub fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
     let mut out = Vec::new();
@@ -435,21 +438,32 @@ pub fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
             });
         }
     }
-    if let Some(live) = probe
+    match probe
         .properties
         .get("delta.logRetentionDuration")
         .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
     {
-        if live != spec.retention.log_retention {
-            out.push(Drift {
-                kind: DriftKind::Retention,
-                detail: format!(
-                    "inventory says log_retention {}, table property delta.logRetentionDuration says {}",
-                    humantime::format_duration(spec.retention.log_retention),
-                    humantime::format_duration(live)
-                ),
-            });
-        }
+        Some(live) if live != spec.retention.log_retention => out.push(Drift {
+            kind: DriftKind::Retention,
+            detail: format!(
+                "inventory says log_retention {}, table property delta.logRetentionDuration says {}; log cleanup uses the longer",
+                humantime::format_duration(spec.retention.log_retention),
+                humantime::format_duration(live)
+            ),
+        }),
+        Some(_) => {}
+        // Other writers clean the log up after every commit with the table's retention, Delta's
+        // 30 days when the property is absent: a longer inventory retention is not what they do.
+        None if spec.retention.log_retention > DELTA_DEFAULT_LOG_RETENTION => out.push(Drift {
+            kind: DriftKind::Retention,
+            detail: format!(
+                "inventory says log_retention {}, but the table sets no delta.logRetentionDuration, so \
+                 other writers delete log files after Delta's default 30 days (tablekeeper keeps their \
+                 history in table_commits); set the property to match",
+                humantime::format_duration(spec.retention.log_retention)
+            ),
+        }),
+        None => {}
     }
     let live_features: std::collections::BTreeSet<&str> = probe
         .reader_features

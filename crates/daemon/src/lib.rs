@@ -52,7 +52,8 @@ pub fn main() -> ExitCode {
                 config,
                 inventory,
                 format,
-            } => commands::plan::run(config, inventory, format).await,
+                allow_unreadable,
+            } => commands::plan::run(config, inventory, format, allow_unreadable).await,
             Command::Maintain {
                 inventory,
                 table,

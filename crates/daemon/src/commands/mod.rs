@@ -19,6 +19,8 @@ use tablekeeper_inventory::{Inventory, LoadError, TableSpec};
 pub const EXIT_INVALID: u8 = 1;
 /// Exit code for unusable input (a missing file, an unreadable directory).
 pub const EXIT_UNUSABLE: u8 = 2;
+/// Exit code of `plan` when a table cannot be read (DESIGN.md "CLI").
+pub const EXIT_UNREADABLE: u8 = 3;
 
 /// Loads an inventory for commands that need a valid one, printing every problem.
 pub fn load_inventory_or_report(path: &Path) -> Result<Inventory, ExitCode> {

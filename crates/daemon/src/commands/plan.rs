@@ -1,6 +1,8 @@
 //! `tablekeeper plan`: for each table, its health, drift and what would run now and why.
 //! Reads only table logs; changes nothing. The command a reviewer runs on an inventory
-//! pull request, and the same planner the daemon's schedule ticks use.
+//! pull request, and the same planner the daemon's schedule ticks use. A table it cannot
+//! read (bad credentials, wrong path, damaged log) fails the check with exit 3, unless
+//! `--allow-unreadable` (a CI job without storage access).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +20,7 @@ pub async fn run(
     config: Option<PathBuf>,
     inventory: Option<PathBuf>,
     format: OutputFormat,
+    allow_unreadable: bool,
 ) -> ExitCode {
     let path = match (inventory, config) {
         (Some(p), _) => p,
@@ -62,7 +65,23 @@ pub async fn run(
         }
         OutputFormat::Text => print!("{}", render_text(&views)),
     }
-    ExitCode::SUCCESS
+    let unreadable: Vec<&TableView> = views.iter().filter(|v| v.probe_error.is_some()).collect();
+    if unreadable.is_empty() || allow_unreadable {
+        return ExitCode::SUCCESS;
+    }
+    for v in &unreadable {
+        eprintln!(
+            "error: table `{}` ({}) cannot be read: {}",
+            v.name,
+            v.path,
+            v.probe_error.as_deref().unwrap_or_default()
+        );
+    }
+    eprintln!(
+        "{} table(s) cannot be read; pass --allow-unreadable where storage is out of reach on purpose",
+        unreadable.len()
+    );
+    ExitCode::from(super::EXIT_UNREADABLE)
 }
 
 fn render_text(views: &[TableView]) -> String {
