@@ -98,6 +98,44 @@ pub async fn probe_all_fleet(fleet: &Fleet) {
         .await;
 }
 
+/// Failed attempts since the last success, per (table, operation), from the job table: every
+/// replica sees the same streak whichever replica ran the attempts, a success anywhere ends
+/// it, and a restart neither clears nor repeats it.
+pub async fn refresh_failure_streaks(rt: &Runtime) {
+    let streaks = match rt.store.failure_streaks().await {
+        Ok(streaks) => streaks,
+        Err(e) => {
+            warn!(error = %e, "cannot read failure streaks");
+            return;
+        }
+    };
+    let mut by_table: std::collections::BTreeMap<String, Vec<tablekeeper_store::FailureStreak>> =
+        Default::default();
+    for streak in streaks {
+        by_table
+            .entry(streak.table_name.clone())
+            .or_default()
+            .push(streak);
+    }
+    for spec in &rt.fleet.inventory().tables {
+        let streaks = by_table.remove(&spec.name).unwrap_or_default();
+        rt.fleet.update_state(&spec.name, |s| {
+            s.consecutive_failures.clear();
+            s.last_failure.clear();
+            for streak in streaks {
+                let Ok(op) = streak.operation.parse::<Operation>() else {
+                    continue;
+                };
+                s.consecutive_failures.insert(op, streak.failures);
+                s.last_failure.insert(
+                    op,
+                    (streak.last_failed_at, streak.last_error.unwrap_or_default()),
+                );
+            }
+        });
+    }
+}
+
 async fn refresh_store_gauges(rt: &Runtime) {
     match rt.store.counts_by_state().await {
         Ok(counts) => {
@@ -107,6 +145,7 @@ async fn refresh_store_gauges(rt: &Runtime) {
         }
         Err(e) => warn!(error = %e, "cannot read job counts"),
     }
+    refresh_failure_streaks(rt).await;
     match rt.store.last_success().await {
         Ok(rows) => rt
             .fleet

@@ -87,9 +87,9 @@ pub struct TableState {
     pub probed_at: Option<DateTime<Utc>>,
     /// Last success per operation recorded in the job table.
     pub store_success: BTreeMap<Operation, DateTime<Utc>>,
-    /// Consecutive failed attempts per operation seen by this replica.
+    /// Failed attempts per operation since its last success, fleet-wide (job table).
     pub consecutive_failures: BTreeMap<Operation, i64>,
-    /// Last failure message per operation seen by this replica.
+    /// The newest of those failures: when, and its error (job table).
     pub last_failure: BTreeMap<Operation, (DateTime<Utc>, String)>,
     /// Pause set through the API (overrides the inventory until resumed or reloaded).
     pub paused_by_api: Option<bool>,

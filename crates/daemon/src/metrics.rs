@@ -100,7 +100,7 @@ impl Metrics {
             consecutive_failures: IntGaugeVec::new(
                 opts(
                     "consecutive_failures",
-                    "Failed attempts in a row for an operation on a table; resets on success",
+                    "Failed attempts of an operation on a table since its last success, fleet-wide from the job table (every replica exports the same value)",
                 ),
                 table_op,
             )?,

@@ -67,7 +67,7 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
     if planner::safety_gate(spec, Operation::Repair, Some(probe)).is_some() {
         return;
     }
-    match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule).await {
+    match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {
         Ok((job_id, true)) => info!(table = %spec.name, job_id, "repair queued for a stale write"),
         Ok((_, false)) => {}
         Err(e) => warn!(table = %spec.name, error = %e, "cannot queue the repair of a stale write"),

@@ -158,6 +158,13 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
     let Some(spec) = rt.fleet.spec(table) else {
         return; // removed by a reload since the tick was scheduled
     };
+    let fired = Utc::now();
+    // Every replica fires the same tick: they all name it by its scheduled time, and the job
+    // table keeps one job per tick.
+    let tick = spec
+        .schedule(op)
+        .and_then(|s| s.tick_at_or_before(fired.with_timezone(&spec.timezone)))
+        .map(|t| t.with_timezone(&Utc));
     let probe = crate::recorder::probe(rt, &spec).await;
     let last_success = rt.fleet.last_success(table, op);
     let decision = planner::decide(
@@ -168,7 +175,7 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
         Utc::now(),
     );
     match &decision {
-        Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule).await {
+        Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
             Ok((job_id, created)) => {
                 info!(table = %table, operation = %op, job_id, created, reason = %reason, "scheduled tick: maintenance needed")
             }
@@ -185,13 +192,14 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
     }
 }
 
-/// Enqueues (or joins) the job for (table, operation). Returns the job id and whether a
-/// new row was created.
+/// Enqueues (or joins) the job for (table, operation); `tick` is the cron tick a scheduled
+/// job is for. Returns the job id and whether a new row was created.
 pub async fn enqueue(
     rt: &Runtime,
     spec: &TableSpec,
     op: Operation,
     trigger: Trigger,
+    tick: Option<chrono::DateTime<Utc>>,
 ) -> Result<(i64, bool), tablekeeper_store::StoreError> {
     let enqueued = rt
         .store
@@ -208,6 +216,7 @@ pub async fn enqueue(
             },
             run_at: planner::not_before(spec, op, Utc::now()),
             max_attempts: spec.max_attempts as i32,
+            scheduled_for: tick,
         })
         .await?;
     Ok((enqueued.job.id, enqueued.created))

@@ -345,7 +345,6 @@ async fn record(
                     let now = Utc::now();
                     rt.fleet.update_state(&spec.name, |s| {
                         s.store_success.insert(op, now);
-                        s.consecutive_failures.insert(op, 0);
                     });
                     info!(elapsed = ?elapsed, files_removed = report.files_removed, files_added = report.files_added, skipped = report.skipped.as_deref().unwrap_or(""), "job succeeded");
                     "succeeded"
@@ -399,7 +398,6 @@ async fn record(
                     error!(error = %message, store_error = %store_err, "job failed and the failure could not be recorded")
                 }
             }
-            note_failure(rt, spec, op, &message);
             if conflict {
                 "conflict"
             } else {
@@ -416,7 +414,6 @@ async fn record(
                 .fail(job_id, token, FailureKind::Failed, &message, &retry)
                 .await;
             warn!(error = %message, "job attempt failed");
-            note_failure(rt, spec, op, &message);
             "failed"
         }
         AttemptEnd::LeaseLost => {
@@ -446,6 +443,8 @@ async fn record(
         .jobs_total
         .with_label_values(&[spec.name.as_str(), op.as_str(), outcome])
         .inc();
+    // the streak (tablekeeper_consecutive_failures) is the job table's, not this replica's
+    crate::background::refresh_failure_streaks(rt).await;
     // After a success, re-probe so table gauges reflect the maintenance just done (a
     // successful probe refreshes every gauge of the table); otherwise refresh the
     // failure and staleness gauges from what is known.
@@ -453,12 +452,4 @@ async fn record(
     if !probed {
         rt.fleet.refresh_table_metrics(spec, Utc::now());
     }
-}
-
-fn note_failure(rt: &Runtime, spec: &TableSpec, op: Operation, message: &str) {
-    let now = Utc::now();
-    rt.fleet.update_state(&spec.name, |s| {
-        *s.consecutive_failures.entry(op).or_insert(0) += 1;
-        s.last_failure.insert(op, (now, message.to_string()));
-    });
 }

@@ -129,6 +129,13 @@ impl Schedule {
     pub fn next_after<Z: TimeZone>(&self, after: DateTime<Z>) -> Option<DateTime<Z>> {
         self.cron.find_next_occurrence(&after, false).ok()
     }
+
+    /// The latest time at or before `at` at which the schedule fires: the tick a scheduler
+    /// firing at `at` (or a little late) belongs to. Every replica maps its own firing of one
+    /// tick to the same instant, which makes the tick a key (one job per tick).
+    pub fn tick_at_or_before<Z: TimeZone>(&self, at: DateTime<Z>) -> Option<DateTime<Z>> {
+        self.cron.find_previous_occurrence(&at, true).ok()
+    }
 }
 
 /// The croner configuration tokio-cron-scheduler 0.15.1 uses in `Job::new_async_tz`.
@@ -196,6 +203,22 @@ mod tests {
         assert_eq!(s.scheduler_expression(), "0 0 2 * * *");
         assert_eq!(s.as_str(), "0 2 * * *");
         assert_eq!(s.to_string(), "0 2 * * *");
+    }
+
+    #[test]
+    fn a_late_firing_maps_to_its_tick() {
+        let s = Schedule::parse("*/5 * * * * *").unwrap();
+        let tick = at("2026-11-29T10:00:05Z");
+        assert_eq!(s.tick_at_or_before(tick), Some(tick));
+        assert_eq!(
+            s.tick_at_or_before(at("2026-11-29T10:00:07.250Z")),
+            Some(tick)
+        );
+        let daily = Schedule::parse("0 2 * * *").unwrap();
+        assert_eq!(
+            daily.tick_at_or_before(at("2026-11-29T02:00:00.004Z")),
+            Some(at("2026-11-29T02:00:00Z"))
+        );
     }
 
     #[test]

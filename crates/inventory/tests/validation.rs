@@ -1180,7 +1180,7 @@ fn overwrite_windows_are_read_and_checked() {
     expect(
         &problems,
         6,
-        52,
+        51,
         T,
         Some("writers.overwrites.duration"),
         "a window of 0 protects nothing",

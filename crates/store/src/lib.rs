@@ -87,9 +87,9 @@ pub use error::StoreError;
 pub use history::{CommitRow, StaleWriteRow, MAX_HISTORY_LIMIT};
 pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
 pub use model::{
-    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,
-    JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger, MAX_LIST_LIMIT,
-    OPERATIONS,
+    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind,
+    FailureStreak, Job, JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger,
+    MAX_LIST_LIMIT, OPERATIONS,
 };
 pub use observed::{StoreObserver, StoreOp};
 pub use postgres::{PgJobStore, MIGRATOR as POSTGRES_MIGRATOR};

@@ -179,6 +179,9 @@ pub struct NewJob {
     pub run_at: Option<DateTime<Utc>>,
     /// At least 1.
     pub max_attempts: i32,
+    /// The cron tick this job is for (schedule triggers): one job per tick across every
+    /// replica, even after it started. `None` for manual and automatic jobs.
+    pub scheduled_for: Option<DateTime<Utc>>,
 }
 
 impl NewJob {
@@ -198,7 +201,14 @@ impl NewJob {
             priority: 0,
             run_at: None,
             max_attempts: 3,
+            scheduled_for: None,
         }
+    }
+
+    /// Marks the job as the one for the cron tick at `tick`.
+    pub fn for_tick(mut self, tick: DateTime<Utc>) -> Self {
+        self.scheduled_for = Some(tick);
+        self
     }
 
     pub fn with_concurrency_key(mut self, key: impl Into<String>) -> Self {
@@ -371,6 +381,19 @@ impl JobFilter {
     pub(crate) fn clamped_limit(&self) -> i64 {
         self.limit.clamp(1, MAX_LIST_LIMIT)
     }
+}
+
+/// Failed attempts of an operation on a table since its last successful attempt, fleet-wide
+/// (every replica's attempts, from `job_attempts`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureStreak {
+    pub table_name: String,
+    pub operation: String,
+    /// Attempts that ended `failed` or `conflict` after the last `succeeded` one.
+    pub failures: i64,
+    /// When the newest of them ended, and its error.
+    pub last_failed_at: DateTime<Utc>,
+    pub last_error: Option<String>,
 }
 
 /// Latest successful finish of an operation on a table, from the job table.

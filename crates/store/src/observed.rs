@@ -20,8 +20,8 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::history::{CommitRow, StaleWriteRow};
 use crate::model::{
-    Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, Job, JobFilter, JobState,
-    LastSuccess, NewJob, ReapedJob,
+    Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, FailureStreak, Job, JobFilter,
+    JobState, LastSuccess, NewJob, ReapedJob,
 };
 use crate::retry::RetryPolicy;
 use crate::store::{Backend, JobStore};
@@ -49,6 +49,7 @@ pub enum StoreOp {
     SetPaused,
     PausedOverrides,
     Defer,
+    FailureStreaks,
     RecordCommits,
     History,
     RecordedRange,
@@ -79,6 +80,7 @@ impl StoreOp {
         Self::SetPaused,
         Self::PausedOverrides,
         Self::Defer,
+        Self::FailureStreaks,
         Self::RecordCommits,
         Self::History,
         Self::RecordedRange,
@@ -110,6 +112,7 @@ impl StoreOp {
             Self::SetPaused => "set_paused",
             Self::PausedOverrides => "paused_overrides",
             Self::Defer => "defer",
+            Self::FailureStreaks => "failure_streaks",
             Self::RecordCommits => "record_commits",
             Self::History => "history",
             Self::RecordedRange => "recorded_range",
@@ -333,6 +336,11 @@ impl JobStore for ObservedStore {
             self.inner.defer(job_id, lease_token, reason, delay),
         )
         .await
+    }
+
+    async fn failure_streaks(&self) -> Result<Vec<FailureStreak>, StoreError> {
+        self.observe(StoreOp::FailureStreaks, self.inner.failure_streaks())
+            .await
     }
 
     async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError> {

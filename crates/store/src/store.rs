@@ -17,8 +17,8 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::history::{CommitRow, StaleWriteRow};
 use crate::model::{
-    Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, Job, JobFilter, JobState,
-    LastSuccess, NewJob, ReapedJob,
+    Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, FailureStreak, Job, JobFilter,
+    JobState, LastSuccess, NewJob, ReapedJob,
 };
 use crate::observed::{ObservedStore, StoreObserver};
 use crate::postgres::PgJobStore;
@@ -142,6 +142,10 @@ pub trait JobStore: Send + Sync + fmt::Debug {
 
     /// The latest successful finish per (table, operation), ordered by table, operation.
     async fn last_success(&self) -> Result<Vec<LastSuccess>, StoreError>;
+
+    /// Failed attempts per (table, operation) since its last successful attempt, whichever
+    /// replica ran them; pairs without such failures are left out. Ordered by table, operation.
+    async fn failure_streaks(&self) -> Result<Vec<FailureStreak>, StoreError>;
 
     /// The newest job of each operation on `table`, ordered by operation.
     async fn latest_jobs_for_table(&self, table: &str) -> Result<Vec<Job>, StoreError>;

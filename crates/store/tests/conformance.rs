@@ -56,6 +56,8 @@ conformance!(
     history_coalesces_and_pages_newest_first,
     recorded_range_stops_at_the_first_hole_and_gaps_name_it,
     stale_writes_coalesce_and_fill_in_what_was_missing,
+    failure_streaks_count_every_replicas_failures_since_the_last_success,
+    one_cron_tick_makes_one_job_even_after_it_started,
 );
 
 mod suite {
@@ -986,5 +988,119 @@ mod suite {
         assert_eq!(rows[1].repaired_by, None);
         assert_eq!(store.stale_writes(None).await.unwrap().len(), 2);
         assert!(store.stale_writes(Some("other")).await.unwrap().is_empty());
+    }
+
+    async fn fail_once(store: &dyn JobStore, worker: &str, kind: FailureKind, error: &str) {
+        let claimed = claim(store, worker).await.expect("a due job");
+        store
+            .fail(
+                claimed.job.id,
+                claimed.lease_token,
+                kind,
+                error,
+                &immediate(),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub async fn failure_streaks_count_every_replicas_failures_since_the_last_success(
+        store: &dyn JobStore,
+    ) {
+        assert!(store.failure_streaks().await.unwrap().is_empty());
+        let id = store
+            .enqueue(job("a", "compact").with_max_attempts(5))
+            .await
+            .unwrap()
+            .job
+            .id;
+        // attempts on two replicas
+        fail_once(store, "replica-1/0", FailureKind::Failed, "first").await;
+        fail_once(store, "replica-2/0", FailureKind::Conflict, "second").await;
+        let streaks = store.failure_streaks().await.unwrap();
+        assert_eq!(streaks.len(), 1, "{streaks:?}");
+        assert_eq!(streaks[0].table_name, "a");
+        assert_eq!(streaks[0].operation, "compact");
+        assert_eq!(streaks[0].failures, 2);
+        assert_eq!(streaks[0].last_error.as_deref(), Some("second"));
+        // a released attempt (shutdown) is no failure
+        let claimed = claim(store, "replica-1/0").await.unwrap();
+        store
+            .release(id, claimed.lease_token, "shutdown")
+            .await
+            .unwrap();
+        assert_eq!(store.failure_streaks().await.unwrap()[0].failures, 2);
+        // a success on any replica ends the streak
+        let claimed = claim(store, "replica-1/0").await.unwrap();
+        store
+            .complete(id, claimed.lease_token, json!({}))
+            .await
+            .unwrap();
+        assert!(store.failure_streaks().await.unwrap().is_empty());
+        store.enqueue(job("a", "compact")).await.unwrap();
+        store.enqueue(job("b", "vacuum")).await.unwrap();
+        fail_once(store, "replica-2/0", FailureKind::Permanent, "third").await;
+        fail_once(store, "replica-2/0", FailureKind::Permanent, "other table").await;
+        let streaks = store.failure_streaks().await.unwrap();
+        let summary: Vec<(&str, &str, i64, Option<&str>)> = streaks
+            .iter()
+            .map(|s| {
+                (
+                    s.table_name.as_str(),
+                    s.operation.as_str(),
+                    s.failures,
+                    s.last_error.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a", "compact", 1, Some("third")),
+                ("b", "vacuum", 1, Some("other table"))
+            ]
+        );
+    }
+
+    pub async fn one_cron_tick_makes_one_job_even_after_it_started(store: &dyn JobStore) {
+        let tick = chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap();
+        let first = store
+            .enqueue(job("a", "compact").for_tick(tick))
+            .await
+            .unwrap();
+        assert!(first.created);
+        let claimed = claim(store, "replica-1/0").await.unwrap();
+        assert_eq!(claimed.job.id, first.job.id);
+        // another replica's firing of the same tick, while the job runs
+        let again = store
+            .enqueue(job("a", "compact").for_tick(tick))
+            .await
+            .unwrap();
+        assert!(!again.created, "a second job for one tick");
+        assert_eq!(again.job.id, first.job.id);
+        // and after it finished
+        store
+            .complete(first.job.id, claimed.lease_token, json!({}))
+            .await
+            .unwrap();
+        let late = store
+            .enqueue(job("a", "compact").for_tick(tick))
+            .await
+            .unwrap();
+        assert!(!late.created);
+        assert_eq!(late.job.id, first.job.id);
+        // the next tick is a new job
+        let next = store
+            .enqueue(job("a", "compact").for_tick(tick + chrono::Duration::seconds(5)))
+            .await
+            .unwrap();
+        assert!(next.created);
+        // a manual request has no tick and joins the queued job as before
+        let manual = store
+            .enqueue(NewJob::new("a", "compact", Trigger::Manual))
+            .await
+            .unwrap();
+        assert!(!manual.created);
+        assert_eq!(manual.job.id, next.job.id);
     }
 }

@@ -208,7 +208,7 @@ pub async fn trigger_job(
             "refused for table `{name}`: {reason}"
         )));
     }
-    let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual).await?;
+    let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
     tracing::info!(table = %name, operation = %op, job_id, created, "manual trigger accepted");
     let job = rt
         .store

@@ -29,11 +29,18 @@ pub(super) const ONE_QUEUED_PER_TABLE_OPERATION: &str = "jobs_one_queued_per_tab
 /// $7 max_attempts. Returns no row if a queued job for (table, operation) exists.
 pub(super) const INSERT_QUEUED: &str = concat!(
     "INSERT INTO jobs (table_name, operation, concurrency_key, state, \"trigger\", priority, \
-     run_at, max_attempts) \
-     VALUES ($1, $2, $3, 'queued', $4, $5, COALESCE($6, clock_timestamp()), $7) \
-     ON CONFLICT (table_name, operation) WHERE state = 'queued' DO NOTHING \
+     run_at, max_attempts, scheduled_for) \
+     VALUES ($1, $2, $3, 'queued', $4, $5, COALESCE($6, clock_timestamp()), $7, $8) \
+     ON CONFLICT DO NOTHING \
      RETURNING ",
     job_columns!()
+);
+
+/// The job of one cron tick. $1 table, $2 operation, $3 scheduled_for.
+pub(super) const SELECT_TICK: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE table_name = $1 AND operation = $2 AND scheduled_for = $3"
 );
 
 /// A manual request joining the queued job: run it no later than asked, at least as
@@ -278,3 +285,21 @@ pub(super) const STALE_WRITES: &str = "SELECT table_name, version, committed_at,
        detected_at \
      FROM stale_writes WHERE ($1::TEXT IS NULL OR table_name = $1) \
      ORDER BY table_name, version";
+
+/// Failure streaks: attempts that ended failed or conflict after the newest succeeded attempt
+/// of the same (table, operation), with the newest failure's time and error.
+pub(super) const FAILURE_STREAKS: &str = "\
+    WITH last_ok AS ( \
+      SELECT j.table_name, j.operation, max(a.finished_at) AS at \
+      FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
+      WHERE a.outcome = 'succeeded' GROUP BY j.table_name, j.operation), \
+    failed AS ( \
+      SELECT j.table_name, j.operation, a.finished_at, a.error, \
+             row_number() OVER (PARTITION BY j.table_name, j.operation \
+                                ORDER BY a.finished_at DESC, a.id DESC) AS newest \
+      FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
+      LEFT JOIN last_ok l ON l.table_name = j.table_name AND l.operation = j.operation \
+      WHERE a.outcome IN ('failed', 'conflict') AND (l.at IS NULL OR a.finished_at > l.at)) \
+    SELECT table_name, operation, count(*) AS failures, max(finished_at) AS last_failed_at, \
+           max(CASE WHEN newest = 1 THEN error END) AS last_error \
+    FROM failed GROUP BY table_name, operation ORDER BY table_name, operation";

@@ -29,8 +29,8 @@ use crate::error::StoreError;
 use crate::history::{clamp_history_limit, CommitRow, StaleWriteRow, HISTORY_BATCH};
 use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
-    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, Job,
-    JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger,
+    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind,
+    FailureStreak, Job, JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger,
 };
 use crate::retry::RetryPolicy;
 use crate::rows::{parse_stored, MAX_KEY_WAITS, MAX_RACE_RETRIES, MAX_REAP_BATCH};
@@ -359,6 +359,7 @@ impl JobStore for SqliteJobStore {
     async fn enqueue(&self, new: NewJob) -> Result<Enqueued, StoreError> {
         new.validate()?;
         let run_at = new.run_at.map(timestamp);
+        let tick = new.scheduled_for.map(timestamp);
         // Same shape as Postgres. Each statement is atomic; between them a claim may take
         // the queued job, hence the loop.
         for _ in 0..MAX_RACE_RETRIES {
@@ -370,6 +371,7 @@ impl JobStore for SqliteJobStore {
                 .bind(new.priority)
                 .bind(run_at.as_deref())
                 .bind(new.max_attempts)
+                .bind(tick.as_deref())
                 .fetch_optional(&self.pool)
                 .await?;
             if let Some(row) = inserted {
@@ -395,6 +397,19 @@ impl JobStore for SqliteJobStore {
                         .fetch_optional(&self.pool)
                         .await?
                 }
+            };
+            // No queued job: the tick's own job already left the queue (another replica's
+            // firing of the same tick made it, and it runs or ran).
+            let existing = match (existing, tick.as_deref()) {
+                (None, Some(tick)) => {
+                    sqlx::query(sql::SELECT_TICK)
+                        .bind(&new.table_name)
+                        .bind(&new.operation)
+                        .bind(tick)
+                        .fetch_optional(&self.pool)
+                        .await?
+                }
+                (existing, _) => existing,
             };
             if let Some(row) = existing {
                 return Ok(Enqueued {
@@ -689,6 +704,23 @@ impl JobStore for SqliteJobStore {
                     table_name: row.try_get("table_name")?,
                     operation: row.try_get("operation")?,
                     finished_at: row.try_get("finished_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn failure_streaks(&self) -> Result<Vec<FailureStreak>, StoreError> {
+        sqlx::query(sql::FAILURE_STREAKS)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(FailureStreak {
+                    table_name: row.try_get("table_name")?,
+                    operation: row.try_get("operation")?,
+                    failures: row.try_get("failures")?,
+                    last_failed_at: row.try_get("last_failed_at")?,
+                    last_error: row.try_get("last_error")?,
                 })
             })
             .collect()
