@@ -15,7 +15,9 @@ use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 
 use crate::metrics::Metrics;
-use crate::planner::{self, Decision};
+use backon::Retryable as _;
+
+use crate::planner::{self, Decision, Probed};
 
 /// Kinds of drift between the inventory and the live table (the `kind` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -48,6 +50,37 @@ pub struct Drift {
     pub detail: String,
 }
 
+/// Why the last probe of a table failed: storage trouble that passes, or a table that cannot
+/// be read until someone acts (the `kind` label of `tablekeeper_table_probe_failures_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeFailureKind {
+    /// Timeouts, connection errors, 5xx and throttling.
+    Transient,
+    /// Missing log or data files, a damaged log, an unsupported protocol, denied access.
+    Unreadable,
+}
+
+impl ProbeFailureKind {
+    pub const ALL: [ProbeFailureKind; 2] = [ProbeFailureKind::Transient, ProbeFailureKind::Unreadable];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeFailureKind::Transient => "transient",
+            ProbeFailureKind::Unreadable => "unreadable",
+        }
+    }
+
+    fn of(err: &tablekeeper_delta::DeltaError) -> Self {
+        match err.class() {
+            tablekeeper_delta::ErrorClass::Permanent => ProbeFailureKind::Unreadable,
+            tablekeeper_delta::ErrorClass::Transient | tablekeeper_delta::ErrorClass::Conflict => {
+                ProbeFailureKind::Transient
+            }
+        }
+    }
+}
+
 /// Overall health of a table, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,6 +108,12 @@ impl Health {
     }
 }
 
+/// Retries of a probe that met storage trouble: three more tries over about two seconds
+/// (0.25 s, 0.5 s, 1 s), enough to ride out a blip without holding up the probe round.
+const PROBE_RETRY: backon::ExponentialBuilder = backon::ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(250))
+    .with_max_times(3);
+
 /// Staleness is flagged on the dashboard when an operation has not succeeded for this
 /// many schedule periods; the alert rules carry their own, operator-tuned thresholds.
 const STALE_AFTER_PERIODS: i64 = 3;
@@ -82,8 +121,10 @@ const STALE_AFTER_PERIODS: i64 = 3;
 /// What the replica knows about one table.
 #[derive(Debug, Clone, Default)]
 pub struct TableState {
+    /// The last good probe (kept while storage is unreachable).
     pub probe: Option<Probe>,
     pub probe_error: Option<String>,
+    pub probe_error_kind: Option<ProbeFailureKind>,
     pub probed_at: Option<DateTime<Utc>>,
     /// Last success per operation recorded in the job table.
     pub store_success: BTreeMap<Operation, DateTime<Utc>>,
@@ -124,6 +165,9 @@ pub struct TableView {
     pub health: Health,
     pub health_reasons: Vec<String>,
     pub probe_error: Option<String>,
+    /// `transient` (storage did not answer; the figures are the last good probe's) or
+    /// `unreadable`.
+    pub probe_error_kind: Option<ProbeFailureKind>,
     pub probed_at: Option<DateTime<Utc>>,
     pub probe: Option<Probe>,
     pub drift: Vec<Drift>,
@@ -186,6 +230,7 @@ impl Fleet {
             if inventory.table(&spec.name).is_none() {
                 tables.remove(&spec.name);
                 self.metrics.forget_table(&spec.name, &spec.owner);
+                self.prober.forget(&spec.path);
                 removed.push(spec.name.clone());
             } else if let Some(new) = inventory.table(&spec.name) {
                 if new.owner != spec.owner {
@@ -221,9 +266,11 @@ impl Fleet {
         m.table_info
             .with_label_values(&[name, spec.owner.as_str()])
             .set(1);
-        m.table_probe_failures_total
-            .with_label_values(&[name])
-            .inc_by(0);
+        for kind in ProbeFailureKind::ALL {
+            m.table_probe_failures_total
+                .with_label_values(&[name, kind.as_str()])
+                .inc_by(0);
+        }
         m.bytes_rewritten_total.with_label_values(&[name]).inc_by(0);
         m.bytes_reclaimed_total.with_label_values(&[name]).inc_by(0);
         for op in Operation::SCHEDULED {
@@ -263,34 +310,42 @@ impl Fleet {
         }
     }
 
-    /// Probes one table's log and refreshes its gauges. Returns the probe or the error
-    /// text; a failure is counted in `tablekeeper_table_probe_failures_total`.
+    /// Probes one table's log and refreshes its gauges. Storage trouble (timeouts, 5xx,
+    /// throttling) is retried a few times with backoff; if it persists the table keeps its
+    /// last good figures and shows health `unknown`. Either failure is counted in
+    /// `tablekeeper_table_probe_failures_total` with its kind.
     pub async fn probe(&self, spec: &TableSpec) -> Result<Probe, String> {
         let options = ProbeOptions {
             stale_watch: crate::executor::stale_watch(spec),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
-        let result = self.prober.probe(&spec.path, &options).await;
+        let result = (|| self.prober.probe(&spec.path, &options))
+            .retry(PROBE_RETRY)
+            .when(|e| ProbeFailureKind::of(e) == ProbeFailureKind::Transient)
+            .await;
         let now = Utc::now();
         match result {
             Ok(probe) => {
                 self.update_state(&spec.name, |s| {
                     s.probe = Some(probe.clone());
                     s.probe_error = None;
+                    s.probe_error_kind = None;
                     s.probed_at = Some(now);
                 });
                 self.refresh_table_metrics(spec, now);
                 Ok(probe)
             }
             Err(e) => {
+                let kind = ProbeFailureKind::of(&e);
                 let message = e.to_string();
-                tracing::warn!(table = %spec.name, error = %message, "table probe failed");
+                tracing::warn!(table = %spec.name, kind = kind.as_str(), error = %message, "table probe failed");
                 self.metrics
                     .table_probe_failures_total
-                    .with_label_values(&[&spec.name])
+                    .with_label_values(&[&spec.name, kind.as_str()])
                     .inc();
                 self.update_state(&spec.name, |s| {
                     s.probe_error = Some(message.clone());
+                    s.probe_error_kind = Some(kind);
                     s.probed_at = Some(now);
                 });
                 Err(message)
@@ -532,10 +587,13 @@ fn feature_enabled_by_property(probe: &Probe, feature: &str) -> bool {
 }
 
 fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> TableView {
-    let probe_result: Result<&Probe, &str> = match (&state.probe_error, &state.probe) {
-        (Some(e), _) => Err(e.as_str()),
-        (None, Some(p)) => Ok(p),
-        (None, None) => Err("not probed yet"),
+    let probe_result: Probed<'_> = match (&state.probe_error, &state.probe) {
+        (Some(e), _) if state.probe_error_kind == Some(ProbeFailureKind::Transient) => {
+            Probed::Unreachable(e.as_str())
+        }
+        (Some(e), _) => Probed::Unreadable(e.as_str()),
+        (None, Some(p)) => Probed::Read(p),
+        (None, None) => Probed::Unreachable("not probed yet"),
     };
     let operations: Vec<OperationView> = Operation::SCHEDULED
         .into_iter()
@@ -582,8 +640,10 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         .map(|p| drift(spec, p))
         .unwrap_or_default();
     let repair = match probe_result {
-        Ok(_) => planner::decide(spec, Operation::Repair, probe_result, None, now),
-        Err(e) => Decision::Skip(format!("not probed: {e}")),
+        Probed::Read(_) => planner::decide(spec, Operation::Repair, probe_result, None, now),
+        Probed::Unreachable(e) | Probed::Unreadable(e) => {
+            Decision::Skip(format!("not probed: {e}"))
+        }
     };
     let pending_stale: Vec<i64> = state
         .probe
@@ -591,9 +651,16 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         .map(|p| p.pending_stale_writes().map(|w| w.version).collect())
         .unwrap_or_default();
     let mut reasons = Vec::new();
-    let health = if let Some(e) = &state.probe_error {
+    let health = if let (Some(e), Some(ProbeFailureKind::Unreadable)) =
+        (&state.probe_error, state.probe_error_kind)
+    {
         reasons.push(format!("unreadable: {e}"));
         Health::Unreadable
+    } else if let Some(e) = &state.probe_error {
+        reasons.push(format!(
+            "storage did not answer the last probe (figures are from the one before): {e}"
+        ));
+        Health::Unknown
     } else if !pending_stale.is_empty() {
         reasons.push(format!(
             "stale write(s) at version(s) {pending_stale:?}: rows their writer removed are visible until repaired"
@@ -634,6 +701,7 @@ fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Table
         health,
         health_reasons: reasons,
         probe_error: state.probe_error.clone(),
+        probe_error_kind: state.probe_error_kind,
         probed_at: state.probed_at,
         probe: state.probe.clone(),
         drift,

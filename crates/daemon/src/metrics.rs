@@ -144,9 +144,9 @@ impl Metrics {
             table_probe_failures_total: IntCounterVec::new(
                 opts(
                     "table_probe_failures_total",
-                    "Failed table probes (table unreadable, e.g. missing files or log)",
+                    "Failed table probes by kind: transient (storage did not answer) or unreadable (missing files or log, damaged log, denied access)",
                 ),
-                table,
+                &["table", "kind"],
             )?,
             drift: IntGaugeVec::new(
                 opts(
@@ -195,6 +195,12 @@ impl Metrics {
         for state in ["queued", "running"] {
             m.jobs.with_label_values(&[state]).set(0);
         }
+        // every operation's attempt count exists from the start, so `increase()` in the
+        // alert rules sees the first attempt after a restart (one series set per operation,
+        // not per table)
+        for op in tablekeeper_inventory::Operation::ALL {
+            let _ = m.job_duration_seconds.with_label_values(&[op.as_str()]);
+        }
         Ok(m)
     }
 
@@ -238,6 +244,13 @@ impl Metrics {
                 .remove_label_values(&labels);
             let _ = self.staleness_seconds.remove_label_values(&labels);
             let _ = self.consecutive_failures.remove_label_values(&labels);
+            let _ = self.commit_conflicts_total.remove_label_values(&labels);
+            let _ = self.concurrency_key_waits_total.remove_label_values(&labels);
+            for outcome in tablekeeper_store::AttemptOutcome::ALL {
+                let _ = self
+                    .jobs_total
+                    .remove_label_values(&[table, op.as_str(), outcome.as_str()]);
+            }
         }
         for gauge in [
             &self.table_files,
@@ -249,7 +262,18 @@ impl Metrics {
             let _ = gauge.remove_label_values(&[table]);
         }
         let _ = self.table_commits_per_hour.remove_label_values(&[table]);
-        let _ = self.stale_writes_total.remove_label_values(&[table]);
+        for counter in [
+            &self.bytes_rewritten_total,
+            &self.bytes_reclaimed_total,
+            &self.stale_writes_total,
+        ] {
+            let _ = counter.remove_label_values(&[table]);
+        }
+        for kind in crate::fleet::ProbeFailureKind::ALL {
+            let _ = self
+                .table_probe_failures_total
+                .remove_label_values(&[table, kind.as_str()]);
+        }
         for kind in crate::fleet::DriftKind::ALL {
             let _ = self.drift.remove_label_values(&[table, kind.as_str()]);
         }
@@ -278,6 +302,70 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every series a table can have, created through the paths the daemon uses.
+    fn touch_every_series(m: &Metrics, table: &str) {
+        m.table_info.with_label_values(&[table, "owner"]).set(1);
+        for op in tablekeeper_inventory::Operation::ALL {
+            let labels = [table, op.as_str()];
+            m.last_success_timestamp_seconds.with_label_values(&labels).set(1.0);
+            m.staleness_seconds.with_label_values(&labels).set(1.0);
+            m.consecutive_failures.with_label_values(&labels).set(1);
+            m.commit_conflicts_total.with_label_values(&labels).inc();
+            m.concurrency_key_waits_total.with_label_values(&labels).inc();
+            for outcome in tablekeeper_store::AttemptOutcome::ALL {
+                m.jobs_total
+                    .with_label_values(&[table, op.as_str(), outcome.as_str()])
+                    .inc();
+            }
+        }
+        for gauge in [
+            &m.table_files,
+            &m.table_size_bytes,
+            &m.table_small_files,
+            &m.table_version,
+            &m.table_commits_since_checkpoint,
+        ] {
+            gauge.with_label_values(&[table]).set(1);
+        }
+        m.table_commits_per_hour.with_label_values(&[table]).set(1.0);
+        m.bytes_rewritten_total.with_label_values(&[table]).inc();
+        m.bytes_reclaimed_total.with_label_values(&[table]).inc();
+        m.set_stale_writes(table, 2);
+        for kind in crate::fleet::ProbeFailureKind::ALL {
+            m.table_probe_failures_total
+                .with_label_values(&[table, kind.as_str()])
+                .inc();
+        }
+        for kind in crate::fleet::DriftKind::ALL {
+            m.drift.with_label_values(&[table, kind.as_str()]).set(1);
+        }
+    }
+
+    #[test]
+    fn forgetting_a_table_removes_every_series_labelled_with_it() {
+        let m = Metrics::new().unwrap();
+        touch_every_series(&m, "gone");
+        touch_every_series(&m, "kept");
+        let before = m.render().unwrap();
+        assert!(before.contains("table=\"gone\""));
+        m.forget_table("gone", "owner");
+        let families = m.registry.gather();
+        let left: Vec<String> = families
+            .iter()
+            .flat_map(|f| {
+                f.get_metric().iter().filter_map(move |metric| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .any(|l| l.name() == "table" && l.value() == "gone")
+                        .then(|| f.name().to_owned())
+                })
+            })
+            .collect();
+        assert!(left.is_empty(), "series of a removed table left: {left:?}");
+        assert!(m.render().unwrap().contains("table=\"kept\""));
+    }
 
     #[test]
     fn every_contract_metric_is_registered_with_its_name() {

@@ -118,6 +118,19 @@ pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
     }
 }
 
+/// What the newest probe of a table found.
+#[derive(Debug, Clone, Copy)]
+pub enum Probed<'a> {
+    /// The table's log, as read.
+    Read(&'a Probe),
+    /// Storage did not answer (timeout, connection error, 5xx, throttling): maintenance
+    /// waits for it, nothing is refused.
+    Unreachable(&'a str),
+    /// The table cannot be read: missing log or files, damaged log, unsupported protocol,
+    /// access denied. Nothing runs until it reads again.
+    Unreadable(&'a str),
+}
+
 /// Decides whether `op` should run on the table now.
 ///
 /// `last_success` is the last success known to the caller (job table and log combined);
@@ -126,7 +139,7 @@ pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
 pub fn decide(
     spec: &TableSpec,
     op: Operation,
-    probe: Result<&Probe, &str>,
+    probe: Probed<'_>,
     last_success: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Decision {
@@ -139,8 +152,13 @@ pub fn decide(
         return Decision::Skip(format!("{op} is disabled for this table"));
     }
     let probe = match probe {
-        Ok(p) => p,
-        Err(e) => {
+        Probed::Read(p) => p,
+        Probed::Unreachable(e) => {
+            return Decision::Skip(format!(
+                "storage did not answer the last probe, maintenance waits for it: {e}"
+            ))
+        }
+        Probed::Unreadable(e) => {
             return Decision::Refuse(format!(
                 "table is unreadable, no maintenance runs until it reads again: {e}"
             ))
@@ -324,9 +342,9 @@ mod tests {
     fn compaction_runs_only_when_a_partition_has_enough_small_files() {
         let s = spec("");
         let p = probe(serde_json::json!({}));
-        assert!(decide(&s, Operation::Compact, Ok(&p), None, now()).should_run());
+        assert!(decide(&s, Operation::Compact, Probed::Read(&p), None, now()).should_run());
         let p = probe(serde_json::json!({"small_files_by_partition": {"day=1": 9, "day=2": 9}}));
-        let d = decide(&s, Operation::Compact, Ok(&p), None, now());
+        let d = decide(&s, Operation::Compact, Probed::Read(&p), None, now());
         assert!(!d.should_run(), "{d:?}");
         assert!(d.reason().contains("most in one partition: 9"), "{d:?}");
     }
@@ -337,25 +355,25 @@ mod tests {
         assert!(decide(
             &s,
             Operation::Checkpoint,
-            Ok(&probe(serde_json::json!({}))),
+            Probed::Read(&probe(serde_json::json!({}))),
             None,
             now()
         )
         .should_run());
         let p = probe(serde_json::json!({"commits_since_checkpoint": 4}));
-        assert!(!decide(&s, Operation::Checkpoint, Ok(&p), None, now()).should_run());
+        assert!(!decide(&s, Operation::Checkpoint, Probed::Read(&p), None, now()).should_run());
     }
 
     #[test]
     fn vacuum_counts_job_table_successes_the_log_cannot_show() {
         let s = spec("");
         let p = probe(serde_json::json!({}));
-        assert!(decide(&s, Operation::Vacuum, Ok(&p), None, now()).should_run());
+        assert!(decide(&s, Operation::Vacuum, Probed::Read(&p), None, now()).should_run());
         let after_last_commit: DateTime<Utc> = "2026-11-29T11:30:00Z".parse().unwrap();
         let d = decide(
             &s,
             Operation::Vacuum,
-            Ok(&p),
+            Probed::Read(&p),
             Some(after_last_commit),
             now(),
         );
@@ -366,22 +384,24 @@ mod tests {
     fn paused_unreadable_and_unsafe_tables_never_run() {
         let p = probe(serde_json::json!({}));
         let paused = spec("    maintenance:\n      paused: true\n");
-        assert!(!decide(&paused, Operation::Compact, Ok(&p), None, now()).should_run());
+        assert!(!decide(&paused, Operation::Compact, Probed::Read(&p), None, now()).should_run());
         let s = spec("");
         let d = decide(
             &s,
             Operation::Compact,
-            Err("missing file part-1.parquet"),
+            Probed::Unreadable("missing file part-1.parquet"),
             None,
             now(),
         );
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        let d = decide(&s, Operation::Compact, Probed::Unreachable("timed out"), None, now());
+        assert!(matches!(d, Decision::Skip(_)), "transient trouble defers: {d:?}");
         let dv = probe(serde_json::json!({
             "deletion_vectors_enabled": true, "min_reader_version": 3, "min_writer_version": 7,
             "reader_features": ["deletionVectors"], "writer_features": ["deletionVectors"],
             "properties": {"delta.enableDeletionVectors": "true"}
         }));
-        let d = decide(&s, Operation::Compact, Ok(&dv), None, now());
+        let d = decide(&s, Operation::Compact, Probed::Read(&dv), None, now());
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
     }
 
@@ -398,19 +418,19 @@ mod tests {
     fn a_pending_stale_write_needs_a_repair_and_holds_vacuum_back() {
         let s = spec("");
         let quiet = probe(serde_json::json!({}));
-        assert!(!decide(&s, Operation::Repair, Ok(&quiet), None, now()).should_run());
+        assert!(!decide(&s, Operation::Repair, Probed::Read(&quiet), None, now()).should_run());
         let pending = probe(serde_json::json!({"stale_writes": [stale_write(12, None)]}));
-        let d = decide(&s, Operation::Repair, Ok(&pending), None, now());
+        let d = decide(&s, Operation::Repair, Probed::Read(&pending), None, now());
         assert!(d.should_run(), "{d:?}");
         assert!(d.reason().contains("[12]"), "{d:?}");
-        let d = decide(&s, Operation::Vacuum, Ok(&pending), None, now());
+        let d = decide(&s, Operation::Vacuum, Probed::Read(&pending), None, now());
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
         assert!(d.reason().contains("repair"), "{d:?}");
         let repaired = probe(serde_json::json!({"stale_writes": [stale_write(12, Some(14))]}));
-        assert!(!decide(&s, Operation::Repair, Ok(&repaired), None, now()).should_run());
-        assert!(decide(&s, Operation::Vacuum, Ok(&repaired), None, now()).should_run());
+        assert!(!decide(&s, Operation::Repair, Probed::Read(&repaired), None, now()).should_run());
+        assert!(decide(&s, Operation::Vacuum, Probed::Read(&repaired), None, now()).should_run());
         let off = spec("    maintenance:\n      auto_repair: false\n");
-        let d = decide(&off, Operation::Repair, Ok(&pending), None, now());
+        let d = decide(&off, Operation::Repair, Probed::Read(&pending), None, now());
         assert!(!d.should_run(), "{d:?}");
     }
 
@@ -426,7 +446,7 @@ mod tests {
         let s = spec("");
         let p = probe(overwrites());
         for op in [Operation::Compact, Operation::Zorder] {
-            let d = decide(&s, op, Ok(&p), None, now());
+            let d = decide(&s, op, Probed::Read(&p), None, now());
             assert!(matches!(d, Decision::Refuse(_)), "{op}: {d:?}");
             assert!(
                 d.reason()
@@ -436,18 +456,18 @@ mod tests {
             assert!(d.reason().contains("writers.overwrites"), "{d:?}");
         }
         // VACUUM and checkpoints do not rewrite data
-        assert!(decide(&s, Operation::Vacuum, Ok(&p), None, now()).should_run());
+        assert!(decide(&s, Operation::Vacuum, Probed::Read(&p), None, now()).should_run());
     }
 
     #[test]
     fn a_declared_window_lets_rewrites_run_outside_it_and_defers_them_inside() {
         let s = spec("    writers:\n      overwrites: { schedule: \"0 1 * * *\", duration: 2h }\n");
         let p = probe(overwrites());
-        let outside = decide(&s, Operation::Compact, Ok(&p), None, now());
+        let outside = decide(&s, Operation::Compact, Probed::Read(&p), None, now());
         assert!(outside.should_run(), "{outside:?}");
         assert_eq!(not_before(&s, Operation::Compact, now()), None);
         let inside: DateTime<Utc> = "2026-11-29T01:30:00Z".parse().unwrap();
-        let d = decide(&s, Operation::Compact, Ok(&p), None, inside);
+        let d = decide(&s, Operation::Compact, Probed::Read(&p), None, inside);
         assert!(d.should_run(), "{d:?}");
         assert!(
             d.reason()

@@ -167,13 +167,18 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
         .map(|t| t.with_timezone(&Utc));
     let probe = crate::recorder::probe(rt, &spec).await;
     let last_success = rt.fleet.last_success(table, op);
-    let decision = planner::decide(
-        &spec,
-        op,
-        probe.as_ref().map_err(String::as_str),
-        last_success,
-        Utc::now(),
-    );
+    let transient = rt
+        .fleet
+        .with_state(table, |s| {
+            s.probe_error_kind == Some(crate::fleet::ProbeFailureKind::Transient)
+        })
+        .unwrap_or(false);
+    let probed = match (&probe, transient) {
+        (Ok(p), _) => planner::Probed::Read(p),
+        (Err(e), true) => planner::Probed::Unreachable(e),
+        (Err(e), false) => planner::Probed::Unreadable(e),
+    };
+    let decision = planner::decide(&spec, op, probed, last_success, Utc::now());
     match &decision {
         Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
             Ok((job_id, created)) => {

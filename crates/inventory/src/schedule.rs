@@ -21,7 +21,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, TimeZone};
+use chrono::{Timelike, DateTime, TimeZone};
 use croner::parser::{CronParser, Seconds};
 use croner::Cron;
 
@@ -134,6 +134,8 @@ impl Schedule {
     /// firing at `at` (or a little late) belongs to. Every replica maps its own firing of one
     /// tick to the same instant, which makes the tick a key (one job per tick).
     pub fn tick_at_or_before<Z: TimeZone>(&self, at: DateTime<Z>) -> Option<DateTime<Z>> {
+        // schedules fire on whole seconds; croner keeps the sub-second part it is given
+        let at = at.with_nanosecond(0)?;
         self.cron.find_previous_occurrence(&at, true).ok()
     }
 }

@@ -79,7 +79,7 @@ async fn a_table_with_a_missing_data_file_is_reported_and_left_alone() {
     // The healthy table is maintained; the damaged one is counted as unreadable.
     wait_until(Duration::from_secs(60), "the healthy table's compaction and the damage report", || async {
         let m = daemon.metrics().await.unwrap();
-        let failures = metric_value(&m, "tablekeeper_table_probe_failures_total", "table=\"faults.damaged\"")
+        let failures = metric_value(&m, "tablekeeper_table_probe_failures_total", "kind=\"unreadable\",table=\"faults.damaged\"")
             .unwrap_or(0.0);
         failures >= 3.0
             && count(&pool, "SELECT count(*) FROM jobs WHERE table_name = 'faults.healthy' AND operation = 'compact' AND state = 'succeeded'").await >= 1
@@ -91,7 +91,7 @@ async fn a_table_with_a_missing_data_file_is_reported_and_left_alone() {
         metric_value(
             &m,
             "tablekeeper_table_probe_failures_total",
-            "table=\"faults.healthy\""
+            "kind=\"unreadable\",table=\"faults.healthy\""
         )
         .unwrap_or(0.0),
         0.0

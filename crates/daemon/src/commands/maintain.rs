@@ -75,7 +75,7 @@ pub async fn run(request: Request<'_>) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if request.if_needed {
-        let decision = planner::decide(spec, op, Ok(&probe), None, Utc::now());
+        let decision = planner::decide(spec, op, planner::Probed::Read(&probe), None, Utc::now());
         if !decision.should_run() {
             let out = serde_json::json!({
                 "table": table, "operation": op, "ok": true,

@@ -65,6 +65,8 @@ pub async fn run(
         }
         OutputFormat::Text => print!("{}", render_text(&views)),
     }
+    // a table plan could not read for any reason fails the check: a pull request must not
+    // pass on tables nobody could look at
     let unreadable: Vec<&TableView> = views.iter().filter(|v| v.probe_error.is_some()).collect();
     if unreadable.is_empty() || allow_unreadable {
         return ExitCode::SUCCESS;

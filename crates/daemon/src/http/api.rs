@@ -195,8 +195,12 @@ pub async fn trigger_job(
     }
     let (probe, probe_error) = rt
         .fleet
-        .with_state(&name, |s| (s.probe.clone(), s.probe_error.clone()))
+        .with_state(&name, |s| {
+            let unreadable = s.probe_error_kind == Some(crate::fleet::ProbeFailureKind::Unreadable);
+            (s.probe.clone(), s.probe_error.clone().filter(|_| unreadable))
+        })
         .unwrap_or_default();
+    // storage trouble is no refusal: the job retries until storage answers
     if let Some(error) = probe_error {
         return Err(ApiError::Conflict(format!(
             "refused for table `{name}`: its last probe failed, so tablekeeper will not maintain \
