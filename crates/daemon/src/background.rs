@@ -82,7 +82,10 @@ pub async fn probe_all(rt: &Runtime) {
     let inventory = rt.fleet.inventory();
     futures::stream::iter(&inventory.tables)
         .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
-            let _ = crate::recorder::probe(rt, spec).await;
+            // a round in progress at shutdown finishes the probes it started, no more
+            if !rt.stopping() {
+                let _ = crate::recorder::probe(rt, spec).await;
+            }
         })
         .await;
 }

@@ -62,7 +62,8 @@ pub enum ProbeFailureKind {
 }
 
 impl ProbeFailureKind {
-    pub const ALL: [ProbeFailureKind; 2] = [ProbeFailureKind::Transient, ProbeFailureKind::Unreadable];
+    pub const ALL: [ProbeFailureKind; 2] =
+        [ProbeFailureKind::Transient, ProbeFailureKind::Unreadable];
 
     pub fn as_str(self) -> &'static str {
         match self {

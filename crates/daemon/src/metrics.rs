@@ -245,11 +245,13 @@ impl Metrics {
             let _ = self.staleness_seconds.remove_label_values(&labels);
             let _ = self.consecutive_failures.remove_label_values(&labels);
             let _ = self.commit_conflicts_total.remove_label_values(&labels);
-            let _ = self.concurrency_key_waits_total.remove_label_values(&labels);
+            let _ = self
+                .concurrency_key_waits_total
+                .remove_label_values(&labels);
             for outcome in tablekeeper_store::AttemptOutcome::ALL {
-                let _ = self
-                    .jobs_total
-                    .remove_label_values(&[table, op.as_str(), outcome.as_str()]);
+                let _ =
+                    self.jobs_total
+                        .remove_label_values(&[table, op.as_str(), outcome.as_str()]);
             }
         }
         for gauge in [
@@ -308,11 +310,15 @@ mod tests {
         m.table_info.with_label_values(&[table, "owner"]).set(1);
         for op in tablekeeper_inventory::Operation::ALL {
             let labels = [table, op.as_str()];
-            m.last_success_timestamp_seconds.with_label_values(&labels).set(1.0);
+            m.last_success_timestamp_seconds
+                .with_label_values(&labels)
+                .set(1.0);
             m.staleness_seconds.with_label_values(&labels).set(1.0);
             m.consecutive_failures.with_label_values(&labels).set(1);
             m.commit_conflicts_total.with_label_values(&labels).inc();
-            m.concurrency_key_waits_total.with_label_values(&labels).inc();
+            m.concurrency_key_waits_total
+                .with_label_values(&labels)
+                .inc();
             for outcome in tablekeeper_store::AttemptOutcome::ALL {
                 m.jobs_total
                     .with_label_values(&[table, op.as_str(), outcome.as_str()])
@@ -328,7 +334,9 @@ mod tests {
         ] {
             gauge.with_label_values(&[table]).set(1);
         }
-        m.table_commits_per_hour.with_label_values(&[table]).set(1.0);
+        m.table_commits_per_hour
+            .with_label_values(&[table])
+            .set(1.0);
         m.bytes_rewritten_total.with_label_values(&[table]).inc();
         m.bytes_reclaimed_total.with_label_values(&[table]).inc();
         m.set_stale_writes(table, 2);

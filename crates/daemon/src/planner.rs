@@ -394,8 +394,17 @@ mod tests {
             now(),
         );
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
-        let d = decide(&s, Operation::Compact, Probed::Unreachable("timed out"), None, now());
-        assert!(matches!(d, Decision::Skip(_)), "transient trouble defers: {d:?}");
+        let d = decide(
+            &s,
+            Operation::Compact,
+            Probed::Unreachable("timed out"),
+            None,
+            now(),
+        );
+        assert!(
+            matches!(d, Decision::Skip(_)),
+            "transient trouble defers: {d:?}"
+        );
         let dv = probe(serde_json::json!({
             "deletion_vectors_enabled": true, "min_reader_version": 3, "min_writer_version": 7,
             "reader_features": ["deletionVectors"], "writer_features": ["deletionVectors"],

@@ -1,10 +1,13 @@
 //! The state one replica shares between its scheduler, workers, background loops and
 //! HTTP handlers. Plain data plus handles; behaviour lives in the modules that use it.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tablekeeper_store::JobStore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::DaemonConfig;
 use crate::fleet::Fleet;
@@ -20,6 +23,12 @@ pub struct Runtime {
     pub admin_token: Option<crate::config::AdminToken>,
     /// Cleared at shutdown: mutating HTTP routes answer 503 from then on.
     accepting_mutations: AtomicBool,
+    /// Everything the replica starts in the background: workers, loops, schedule ticks,
+    /// probe rounds. Shutdown waits for all of it, so no table load is cut off mid-way when
+    /// the async runtime stops (deltalake's kernel blocks threads on tasks of that runtime).
+    pub tasks: TaskTracker,
+    /// Fires when the replica shuts down: nothing new starts after it (no tick, no probe).
+    pub shutdown: CancellationToken,
 }
 
 impl Runtime {
@@ -37,7 +46,23 @@ impl Runtime {
             metrics,
             admin_token,
             accepting_mutations: AtomicBool::new(true),
+            tasks: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
         }
+    }
+
+    /// Runs `task` in the background, tracked: shutdown waits for it.
+    pub fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(task)
+    }
+
+    /// True once shutdown began: start nothing new.
+    pub fn stopping(&self) -> bool {
+        self.shutdown.is_cancelled()
     }
 
     pub fn accepting_mutations(&self) -> bool {

@@ -134,7 +134,9 @@ impl Scheduler {
                 let rt = Arc::clone(&rt);
                 let table = table.clone();
                 Box::pin(async move {
-                    tick(&rt, &table, op).await;
+                    // tracked, so shutdown waits for a tick's probe instead of cutting it off
+                    let tracked = rt.tasks.track_future(tick(&rt, &table, op));
+                    tracked.await;
                 })
             },
         )
@@ -155,6 +157,9 @@ impl Scheduler {
 /// One schedule tick: probe, decide, enqueue when needed. Never panics, never blocks
 /// other tables: every failure is logged and counted.
 pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
+    if rt.stopping() {
+        return;
+    }
     let Some(spec) = rt.fleet.spec(table) else {
         return; // removed by a reload since the tick was scheduled
     };

@@ -21,7 +21,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{Timelike, DateTime, TimeZone};
+use chrono::{DateTime, TimeZone, Timelike};
 use croner::parser::{CronParser, Seconds};
 use croner::Cron;
 

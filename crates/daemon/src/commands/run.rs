@@ -4,7 +4,10 @@
 //!
 //! Shutdown order: mutating routes refuse (and `/readyz` turns 503), workers stop
 //! claiming, the scheduler stops, running jobs get `shutdown_grace` to finish, the rest
-//! are released for other replicas, then HTTP and the background loops stop; exit 0.
+//! are released for other replicas; then nothing new starts (no tick, no probe), the
+//! background loops and HTTP stop, every task the replica started is awaited (a table load
+//! in flight finishes: cutting it off would crash deltalake's blocking threads), and the
+//! job store's pool closes; exit 0.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -30,6 +33,10 @@ use crate::{background, http, worker};
 const RELOAD_DEBOUNCE: Duration = Duration::from_millis(500);
 /// After the grace period ends, how long released jobs get to write their release.
 const RELEASE_WAIT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for probes and ticks already in flight: a table load takes
+/// seconds even on a slow object store, and bounded store calls (`store_timeout`) end on
+/// their own.
+const TASK_DRAIN: Duration = Duration::from_secs(60);
 
 pub async fn run(config_path: Option<&Path>) -> ExitCode {
     let config = match DaemonConfig::load(config_path) {
@@ -126,16 +133,16 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         "tablekeeper started"
     );
 
-    let background_stop = CancellationToken::new();
-    let reaper = tokio::spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
-    let refresher = tokio::spawn(background::refresher(
+    let background_stop = rt.shutdown.clone();
+    let reaper = rt.spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
+    let refresher = rt.spawn(background::refresher(
         Arc::clone(&rt),
         background_stop.clone(),
     ));
 
     let stop_claiming = CancellationToken::new();
     let hard_stop = CancellationToken::new();
-    let workers = tokio::spawn(worker::run_pool(
+    let workers = rt.spawn(worker::run_pool(
         Arc::clone(&rt),
         config.workers,
         stop_claiming.clone(),
@@ -183,7 +190,8 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
             workers_abort.abort();
         }
     }
-    background_stop.cancel();
+    // nothing new starts from here: no tick, no probe round, no loop iteration
+    rt.shutdown.cancel();
     let _ = reaper.await;
     let _ = refresher.await;
     http_stop.cancel();
@@ -192,6 +200,17 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         Ok(Err(e)) => warn!(error = %e, "http server stopped with an error"),
         Err(e) => warn!(error = %e, "http task failed"),
     }
+    rt.tasks.close();
+    if tokio::time::timeout(TASK_DRAIN, rt.tasks.wait())
+        .await
+        .is_err()
+    {
+        warn!(
+            tasks = rt.tasks.len(),
+            "probes still running after the drain period; exiting without them"
+        );
+    }
+    rt.store.close().await;
     info!("tablekeeper stopped");
     Ok(())
 }

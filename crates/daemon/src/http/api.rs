@@ -197,7 +197,10 @@ pub async fn trigger_job(
         .fleet
         .with_state(&name, |s| {
             let unreadable = s.probe_error_kind == Some(crate::fleet::ProbeFailureKind::Unreadable);
-            (s.probe.clone(), s.probe_error.clone().filter(|_| unreadable))
+            (
+                s.probe.clone(),
+                s.probe_error.clone().filter(|_| unreadable),
+            )
         })
         .unwrap_or_default();
     // storage trouble is no refusal: the job retries until storage answers
