@@ -5,6 +5,7 @@
 //! `--config`, then `TABLEKEEPER_<KEY>` environment variables (DESIGN.md "CLI"). Unknown
 //! keys in the file are errors. The result is a plain, validated [`DaemonConfig`].
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,6 +55,7 @@ struct RawConfig {
     poll_interval: Option<String>,
     probe_interval: Option<String>,
     store_timeout: Option<String>,
+    storage_options: Option<BTreeMap<String, String>>,
 }
 
 /// The validated daemon configuration.
@@ -72,9 +74,83 @@ pub struct DaemonConfig {
     /// Longest a job store call may take before it fails (and is retried): bounds how long
     /// a silently dead connection can hold a worker.
     pub store_timeout: Duration,
+    /// Object-store settings for every table (`timeout`, `connect_timeout`,
+    /// `max_retries`, `retry_timeout`, ...): never credentials, which come from the
+    /// environment or the platform identity.
+    pub storage_options: BTreeMap<String, String>,
     /// The admin bearer token read from the variable named by `admin_token_env` at load
     /// time; `None` when unset or empty (mutating routes then answer 403).
     pub admin_token: Option<AdminToken>,
+}
+
+/// Fragments of option names that carry credentials: refused in `storage_options`, so a
+/// secret never lands in a config file or a ConfigMap.
+const CREDENTIAL_KEYS: &[&str] = &[
+    "secret",
+    "token",
+    "password",
+    "access_key",
+    "account_key",
+    "sas",
+    "credential",
+    "session",
+];
+
+/// Reads `TABLEKEEPER_STORAGE_OPTIONS` (`key=value,key=value`) for commands that take no
+/// config file (`maintain`, `repair`); `run` and `plan --config` read it with the file.
+pub fn storage_options_from_env() -> Result<BTreeMap<String, String>, ConfigError> {
+    match std::env::var("TABLEKEEPER_STORAGE_OPTIONS") {
+        Ok(text) if !text.trim().is_empty() => {
+            parse_storage_options(&text, "TABLEKEEPER_STORAGE_OPTIONS")
+        }
+        _ => Ok(BTreeMap::new()),
+    }
+}
+
+fn parse_storage_options(
+    text: &str,
+    origin: &str,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut options = BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').ok_or_else(|| ConfigError::Value {
+            key: "storage_options",
+            origin: origin.to_owned(),
+            message: format!(
+                "`{pair}` is not `key=value` (write e.g. `timeout=30s,max_retries=5`)"
+            ),
+        })?;
+        options.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    check_storage_options(&options, origin)?;
+    Ok(options)
+}
+
+fn check_storage_options(
+    options: &BTreeMap<String, String>,
+    origin: &str,
+) -> Result<(), ConfigError> {
+    for key in options.keys() {
+        let lower = key.to_ascii_lowercase();
+        if key.trim().is_empty() {
+            return Err(ConfigError::Value {
+                key: "storage_options",
+                origin: origin.to_owned(),
+                message: "an option has an empty name".into(),
+            });
+        }
+        if let Some(word) = CREDENTIAL_KEYS.iter().find(|w| lower.contains(*w)) {
+            return Err(ConfigError::Value {
+                key: "storage_options",
+                origin: origin.to_owned(),
+                message: format!(
+                    "`{key}` looks like a credential ({word}): credentials come from the environment \
+                     (AWS_*, GOOGLE_*, AZURE_*) or the platform identity, never from the config"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The admin bearer token; its `Debug` output is redacted so it never reaches a log.
@@ -248,10 +324,21 @@ impl DaemonConfig {
             });
         }
 
+        let storage_options =
+            match env("TABLEKEEPER_STORAGE_OPTIONS").filter(|v| !v.trim().is_empty()) {
+                Some(text) => parse_storage_options(&text, "TABLEKEEPER_STORAGE_OPTIONS")?,
+                None => {
+                    let options = raw.storage_options.unwrap_or_default();
+                    check_storage_options(&options, &file_origin)?;
+                    options
+                }
+            };
+
         let admin_token = env(&admin_token_env)
             .filter(|t| !t.trim().is_empty())
             .map(AdminToken);
         Ok(Self {
+            storage_options,
             admin_token,
             database_url,
             inventory,
@@ -348,6 +435,40 @@ mod tests {
             e.contains("store_timeout") && e.contains("too short"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn storage_options_come_from_the_file_or_the_environment_and_never_hold_secrets() {
+        let c = load(
+            "storage_options:\n  timeout: 10s\n  max_retries: \"3\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.storage_options.get("timeout").map(String::as_str),
+            Some("10s")
+        );
+        let c = load(
+            "storage_options: { timeout: 10s }\n",
+            &[(
+                "TABLEKEEPER_STORAGE_OPTIONS",
+                "connect_timeout=1s, max_retries=1",
+            )],
+        )
+        .unwrap();
+        assert_eq!(c.storage_options.len(), 2);
+        assert_eq!(c.storage_options["max_retries"], "1");
+        let e = load("storage_options: { aws_secret_access_key: x }\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("credential") && e.contains("aws_secret_access_key"),
+            "{e}"
+        );
+        let e = load("", &[("TABLEKEEPER_STORAGE_OPTIONS", "timeout")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key=value"), "{e}");
     }
 
     #[test]

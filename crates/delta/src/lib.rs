@@ -52,7 +52,7 @@ pub use error::{classify_delta_error, DeltaError, ErrorClass};
 pub use guard::{removed_but_inactive, verify_rewrite_commit};
 pub use history::CommitRecord;
 pub use maintainable::{check_maintainable, TableProtocol};
-pub use open::{open_table, register_handlers, table_url};
+pub use open::{open_table, register_handlers, set_storage_options, table_url};
 pub use probe::{
     HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY,
 };

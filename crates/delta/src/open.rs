@@ -7,7 +7,8 @@
 //! Credentials come only from the environment (or the platform identity) through deltalake's
 //! object-store configuration; this module must never take credentials as parameters or log them.
 
-use std::sync::{Arc, Once};
+use std::collections::HashMap;
+use std::sync::{Arc, Once, OnceLock};
 
 use deltalake::logstore::LogStoreRef;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore};
@@ -17,6 +18,26 @@ use crate::error::DeltaError;
 use crate::log_guard::LogKeepingStore;
 
 static REGISTER_HANDLERS: Once = Once::new();
+
+/// Object-store settings every table is opened with (timeouts, retries; never credentials).
+static STORAGE_OPTIONS: OnceLock<HashMap<String, String>> = OnceLock::new();
+
+/// Sets the object-store options every table of this process is opened with, such as
+/// `timeout`, `connect_timeout`, `max_retries`, `retry_timeout` (deltalake's storage option
+/// names). Credentials stay in the environment. The first call wins; later calls report
+/// whether they asked for the same.
+pub fn set_storage_options(options: HashMap<String, String>) -> bool {
+    let wanted = options.clone();
+    STORAGE_OPTIONS.get_or_init(|| options) == &wanted
+}
+
+fn builder(uri: &str, url: Url) -> Result<DeltaTableBuilder, DeltaError> {
+    let builder = DeltaTableBuilder::from_url(url).map_err(|err| map_open_error(uri, err))?;
+    Ok(match STORAGE_OPTIONS.get() {
+        Some(options) if !options.is_empty() => builder.with_storage_options(options.clone()),
+        _ => builder,
+    })
+}
 
 /// Registers the s3, gcs and azure object stores with deltalake, once per process.
 ///
@@ -99,14 +120,14 @@ async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
             });
         }
     }
-    let root = DeltaTableBuilder::from_url(url.clone())
-        .and_then(|builder| builder.build_storage())
+    let root = builder(uri, url.clone())?
+        .build_storage()
         .map_err(|err| map_open_error(uri, err))?
         .root_object_store(None);
     let guarded: Arc<dyn ObjectStore> = Arc::new(LogKeepingStore::new(root));
-    let table = DeltaTableBuilder::from_url(url.clone())
-        .map(|builder| builder.with_storage_backend(guarded, url))
-        .and_then(DeltaTableBuilder::build)
+    let table = builder(uri, url.clone())?
+        .with_storage_backend(guarded, url)
+        .build()
         .map_err(|err| map_open_error(uri, err))?;
     let is_table = table
         .verify_deltatable_existence()
@@ -125,8 +146,8 @@ async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
 pub(crate) fn unguarded_log_store(uri: &str) -> Result<LogStoreRef, DeltaError> {
     register_handlers();
     let url = table_url(uri)?;
-    DeltaTableBuilder::from_url(url)
-        .and_then(|builder| builder.build_storage())
+    builder(uri, url)?
+        .build_storage()
         .map_err(|err| map_open_error(uri, err))
 }
 

@@ -94,6 +94,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         poll_interval: Duration::from_millis(500),
         probe_interval: Duration::from_secs(5),
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
+        storage_options: Default::default(),
     };
     let base = format!("http://{}", config.listen);
     println!("tablekeeper demo");

@@ -30,6 +30,9 @@ pub struct Request<'a> {
 }
 
 pub async fn run(request: Request<'_>) -> ExitCode {
+    if let Err(code) = super::apply_storage_options_from_env() {
+        return code;
+    }
     let inv = match super::load_inventory_or_report(request.inventory) {
         Ok(inv) => inv,
         Err(code) => return code,

@@ -111,3 +111,30 @@ pub fn print_outcome(
         }
     }
 }
+
+/// Opens every table of this process with `options` (object-store timeouts and retries).
+pub fn apply_storage_options(options: &std::collections::BTreeMap<String, String>) {
+    if !options.is_empty() {
+        tablekeeper_delta::set_storage_options(
+            options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+    }
+}
+
+/// [`apply_storage_options`] from `TABLEKEEPER_STORAGE_OPTIONS`, for commands without a
+/// config file; a malformed value is reported and ends the command.
+pub fn apply_storage_options_from_env() -> Result<(), ExitCode> {
+    match crate::config::storage_options_from_env() {
+        Ok(options) => {
+            apply_storage_options(&options);
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(EXIT_UNUSABLE))
+        }
+    }
+}

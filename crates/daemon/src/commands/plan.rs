@@ -23,10 +23,18 @@ pub async fn run(
     allow_unreadable: bool,
 ) -> ExitCode {
     let path = match (inventory, config) {
-        (Some(p), _) => p,
+        (Some(p), _) => {
+            if let Err(code) = super::apply_storage_options_from_env() {
+                return code;
+            }
+            p
+        }
         (None, config) => match DaemonConfig::load(config.as_deref()) {
             Ok(c) => match c.inventory {
-                Some(p) => p,
+                Some(p) => {
+                    super::apply_storage_options(&c.storage_options);
+                    p
+                }
                 None => {
                     eprintln!("error: no inventory: pass --inventory PATH or set `inventory` in the config");
                     return ExitCode::from(super::EXIT_UNUSABLE);

@@ -10,6 +10,9 @@ use tablekeeper_inventory::Operation;
 use crate::executor::{self, RunContext};
 
 pub async fn run(inventory: &Path, table: &str, dry_run: bool) -> ExitCode {
+    if let Err(code) = super::apply_storage_options_from_env() {
+        return code;
+    }
     let inv = match super::load_inventory_or_report(inventory) {
         Ok(inv) => inv,
         Err(code) => return code,

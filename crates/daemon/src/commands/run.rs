@@ -58,6 +58,7 @@ pub async fn run(config_path: Option<&Path>) -> ExitCode {
 
 /// Runs a replica until SIGTERM/SIGINT or `stop` fires.
 pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Result<()> {
+    super::apply_storage_options(&config.storage_options);
     let Some(inventory_path) = config.inventory.clone() else {
         anyhow::bail!(
             "no inventory configured: set `inventory` in the config file or TABLEKEEPER_INVENTORY"
