@@ -1,0 +1,342 @@
+//! The shipped alert rules, evaluated by a real Prometheus scraping two real replicas on one
+//! Postgres, as a platform team deploys them (`for:` durations shortened to a second).
+//!
+//! A table whose Z-order fails has its attempts run on both replicas; the failure streak
+//! comes from the job table, so both replicas export the same count and
+//! `TablekeeperMaintenanceFailing` fires with the table's owner. It keeps firing while a
+//! replica restarts, clears after a success on either replica, and no alert about a healthy
+//! table fires at any point.
+//!
+//! Needs Prometheus (`prometheus` on PATH: Debian's `prometheus` package, which also ships
+//! the `promtool` the deployment checks use).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tablekeeper_delta::fixtures::{self, SmallFiles};
+use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_tests::jobs::{count, wait_until};
+use tablekeeper_tests::setup::trigger_with_token;
+use tablekeeper_tests::{free_port, repo_root, Daemon};
+
+const TOKEN: &str = "prometheus-test-token";
+
+struct Prometheus {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shipped rules with every `for:` shortened to one second.
+fn fast_rules(dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(repo_root().join("deploy/prometheus/alerts.yaml")).unwrap();
+    let fast: String = text
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("for: ") {
+            Some(_) => format!("{}for: 1s", &line[..line.len() - line.trim_start().len()]),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = dir.join("alerts.yaml");
+    std::fs::write(&path, fast).unwrap();
+    path
+}
+
+fn start_prometheus(dir: &Path, targets: &[&str]) -> Prometheus {
+    let rules = fast_rules(dir);
+    let port = free_port().unwrap();
+    let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: tablekeeper\n    static_configs:\n      - targets: [{}]\n",
+            rules.display(),
+            targets.join(", ")
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("prometheus on PATH (Debian package `prometheus`)");
+    Prometheus {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// Firing alerts as (alertname, labels).
+async fn firing(prometheus: &Prometheus) -> Vec<(String, Value)> {
+    let Ok(response) = reqwest::get(format!("{}/api/v1/alerts", prometheus.url)).await else {
+        return Vec::new();
+    };
+    let body: Value = response.json().await.unwrap_or_default();
+    body["data"]["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["state"] == "firing")
+        .map(|a| {
+            (
+                a["labels"]["alertname"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                a["labels"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn is_failing_alert(alerts: &[(String, Value)]) -> bool {
+    alerts.iter().any(|(name, labels)| {
+        name == "TablekeeperMaintenanceFailing"
+            && labels["table"] == "p.failing"
+            && labels["operation"] == "zorder"
+            && labels["owner"] == "team-failing"
+    })
+}
+
+fn assert_healthy_table_quiet(alerts: &[(String, Value)]) {
+    let about_healthy: Vec<&(String, Value)> = alerts
+        .iter()
+        .filter(|(_, labels)| labels["table"] == "p.healthy")
+        .collect();
+    assert!(
+        about_healthy.is_empty(),
+        "alerts about a healthy table: {about_healthy:?}"
+    );
+}
+
+fn inventory(dir: &Path, zorder_column: &str) {
+    let tables = dir.join("tables");
+    std::fs::write(
+        dir.join("inventory.yaml"),
+        format!(
+            "defaults:\n  compaction: {{ schedule: \"0 0 1 1 *\" }}\n  zorder: {{ schedule: \"0 0 1 1 *\" }}\n  vacuum: {{ schedule: \"0 0 1 1 *\" }}\n  checkpoint: {{ schedule: \"0 0 1 1 *\" }}\n  max_attempts: 1\ntables:\n  - name: p.failing\n    path: \"{}\"\n    owner: team-failing\n    layout: {{ zorder: [{zorder_column}] }}\n  - name: p.healthy\n    path: \"{}\"\n    owner: team-healthy\n",
+            tables.join("failing").display(),
+            tables.join("healthy").display()
+        ),
+    )
+    .unwrap();
+}
+
+/// Starts a replica; `listen` keeps the address of a replica it replaces (Prometheus
+/// scrapes fixed targets).
+fn start_replica(name: &str, dir: &Path, db: &str, listen: Option<&str>) -> Daemon {
+    let mut env = vec![("TABLEKEEPER_DATABASE_URL", db.to_owned())];
+    if let Some(address) = listen {
+        env.push(("TABLEKEEPER_LISTEN", address.to_owned()));
+    }
+    let mut daemon = Daemon::start(
+        name,
+        dir,
+        &[
+            env,
+            vec![
+                (
+                    "TABLEKEEPER_INVENTORY",
+                    dir.join("inventory.yaml").display().to_string(),
+                ),
+                ("TABLEKEEPER_PROBE_INTERVAL", "1s".into()),
+                ("TABLEKEEPER_POLL_INTERVAL", "100ms".into()),
+                ("TABLEKEEPER_ADMIN_TOKEN", TOKEN.into()),
+            ],
+        ]
+        .concat(),
+    )
+    .unwrap();
+    if let Some(address) = listen {
+        daemon.base_url = format!("http://{address}");
+    }
+    daemon
+}
+
+/// The consecutive failures of Z-order on `p.failing` as a replica's API reports them.
+async fn streak_on(daemon: &Daemon) -> i64 {
+    let view: Value = reqwest::get(format!("{}/api/v1/tables/p.failing", daemon.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    view["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == "zorder")
+        .unwrap()["consecutive_failures"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_success() {
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["failing", "healthy"] {
+        let uri = dir.path().join("tables").join(name);
+        fixtures::write_small_files(
+            uri.to_str().unwrap(),
+            &SmallFiles {
+                partitions: 0,
+                files_per_partition: 3,
+                rows_per_file: 10,
+                payload_bytes: 8,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    // Z-order on a column the table does not have: every attempt fails, for good
+    inventory(dir.path(), "no_such_column");
+    let mut r1 = start_replica("r1", dir.path(), &db.url, None);
+    let r2 = start_replica("r2", dir.path(), &db.url, None);
+    r1.wait_ready(Duration::from_secs(60)).await.unwrap();
+    r2.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let targets = [
+        r1.base_url.trim_start_matches("http://").to_owned(),
+        r2.base_url.trim_start_matches("http://").to_owned(),
+    ];
+    let prometheus = start_prometheus(dir.path(), &[&targets[0], &targets[1]]);
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+
+    // failed attempts until there are at least three and both replicas ran some
+    for round in 0..30 {
+        let replica = if round % 2 == 0 { &r1 } else { &r2 };
+        let job = trigger_with_token(&replica.base_url, TOKEN, "p.failing", "zorder")
+            .await
+            .unwrap();
+        wait_until(Duration::from_secs(30), "the attempt to fail", || async {
+            count(
+                &pool,
+                &format!("SELECT count(*) FROM jobs WHERE id = {job} AND state = 'failed'"),
+            )
+            .await
+                == 1
+        })
+        .await
+        .unwrap();
+        let on = count(
+            &pool,
+            "SELECT count(DISTINCT split_part(worker_id, '/', 1)) FROM job_attempts WHERE outcome = 'failed'",
+        )
+        .await;
+        let failed = count(
+            &pool,
+            "SELECT count(*) FROM job_attempts WHERE outcome = 'failed'",
+        )
+        .await;
+        if on == 2 && failed >= 3 {
+            break;
+        }
+    }
+    let failed = count(
+        &pool,
+        "SELECT count(*) FROM job_attempts WHERE outcome = 'failed'",
+    )
+    .await;
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(DISTINCT split_part(worker_id, '/', 1)) FROM job_attempts WHERE outcome = 'failed'"
+        )
+        .await,
+        2,
+        "the failed attempts all ran on one replica"
+    );
+    // both replicas report the same streak: the job table's
+    wait_until(
+        Duration::from_secs(30),
+        "both replicas to agree",
+        || async { streak_on(&r1).await == failed && streak_on(&r2).await == failed },
+    )
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(60), "the failure alert", || async {
+        is_failing_alert(&firing(&prometheus).await)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; prometheus log:\n{}",
+            std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+        )
+    });
+    assert_healthy_table_quiet(&firing(&prometheus).await);
+
+    // a restart of one replica neither clears the alert nor resets its count
+    r1.signal("TERM").unwrap();
+    assert_eq!(r1.wait_exit(Duration::from_secs(60)).unwrap(), Some(0));
+    let r1 = start_replica("r1-restarted", dir.path(), &db.url, Some(&targets[0]));
+    r1.wait_ready(Duration::from_secs(60)).await.unwrap();
+    assert_eq!(
+        streak_on(&r1).await,
+        failed,
+        "the restarted replica forgot the streak"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        is_failing_alert(&firing(&prometheus).await),
+        "the alert cleared while a replica restarted"
+    );
+
+    // fix the inventory on both replicas; one success on either ends the streak
+    inventory(dir.path(), "user_id");
+    r2.signal("HUP").unwrap();
+    r1.signal("HUP").unwrap();
+    wait_until(Duration::from_secs(30), "the reload", || async {
+        r1.log().contains("inventory reloaded") && r2.log().contains("inventory reloaded")
+    })
+    .await
+    .unwrap();
+    let job = trigger_with_token(&r2.base_url, TOKEN, "p.failing", "zorder")
+        .await
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "the Z-order to succeed",
+        || async {
+            count(
+                &pool,
+                &format!("SELECT count(*) FROM jobs WHERE id = {job} AND state = 'succeeded'"),
+            )
+            .await
+                == 1
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; r2 log:\n{}", r2.log()));
+    wait_until(Duration::from_secs(60), "the alert to clear", || async {
+        let alerts = firing(&prometheus).await;
+        assert_healthy_table_quiet(&alerts);
+        !is_failing_alert(&alerts)
+    })
+    .await
+    .unwrap();
+    assert_eq!(streak_on(&r1).await, 0);
+    assert_eq!(streak_on(&r2).await, 0);
+    pool.close().await;
+    drop((r1, r2, prometheus));
+    db.drop_db().await.unwrap();
+}
