@@ -195,7 +195,8 @@ async fn observer_sees_every_call_and_its_errors() {
 
 #[tokio::test]
 async fn plain_sql_sees_the_contract_columns() {
-    // Operators query the table by the names in DESIGN.md.
+    // Operators query the table by the names in DESIGN.md, in its order; later migrations
+    // only append columns.
     let harness = common::Harness::postgres().await;
     let mut conn = PgConnection::connect(&harness.url).await.unwrap();
     let columns: Vec<String> = sqlx::query_scalar(
@@ -225,7 +226,10 @@ async fn plain_sql_sees_the_contract_columns() {
             "started_at",
             "finished_at",
             "result",
-            "error"
+            "error",
+            // additive, after the contract's columns: the cron tick a scheduled job is for
+            // (one job per tick across replicas, migration 0004)
+            "scheduled_for"
         ]
     );
     let attempt_columns: Vec<String> = sqlx::query_scalar(

@@ -164,3 +164,98 @@ async fn appends_and_deletes_during_compaction_lose_and_duplicate_nothing() {
     assert_eq!(unique.len(), actual.len(), "rows were duplicated");
     assert_eq!(unique, expected, "rows were lost or resurrected");
 }
+
+/// Operations of the commits after `after`, oldest first, read from the log files.
+async fn operations_after(t: &TestTable, after: u64) -> Vec<(u64, String)> {
+    let last = t.version().await;
+    (after + 1..=last)
+        .map(|version| {
+            let file = t.path().join(format!("_delta_log/{version:020}.json"));
+            let text = std::fs::read_to_string(&file).expect("commit file");
+            let operation = text
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .find_map(|action| {
+                    action["commitInfo"]["operation"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            (version, operation)
+        })
+        .collect()
+}
+
+/// Another writer appends between compaction's read and its commits (one commit per bin, so
+/// there are several chances): deltalake rebases ours onto the later version, and every such
+/// rebase is a conflict in the report, the figure `tablekeeper_commit_conflicts_total` counts.
+#[tokio::test]
+async fn a_commit_rebased_behind_another_writer_counts_as_a_conflict() {
+    const ROUNDS: usize = 10;
+    let mut interleaved_rounds = 0;
+    for round in 0..ROUNDS {
+        let t = std::sync::Arc::new(create_table(true, &[]).await);
+        let dates: Vec<String> = (1..=6).map(|d| format!("2024-06-{d:02}")).collect();
+        for (d, date) in dates.iter().enumerate() {
+            for f in 0..6 {
+                let start = (d * 100 + f * 10) as i64;
+                t.append(&rows(start..start + 10, date)).await;
+            }
+        }
+        let before = t.version().await;
+        let initial = t.rows().await;
+
+        let stop = CancellationToken::new();
+        let appender = {
+            let (t, stop) = (t.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut committed: Vec<Row> = Vec::new();
+                let mut i = 0;
+                while !stop.is_cancelled() {
+                    let batch = vec![row(1_000_000 + i, "2099-01-01")];
+                    if append_with_retries(&t, &batch).await {
+                        committed.extend(batch);
+                    }
+                    i += 1;
+                }
+                committed
+            })
+        };
+        let report = compact(&t.uri, &compact_options(), &CancellationToken::new())
+            .await
+            .expect("compaction");
+        stop.cancel();
+        let appended = appender.await.unwrap();
+
+        // every optimize commit with a write between it and our previous optimize commit was
+        // planned on a version another writer then took
+        let commits = operations_after(&t, before).await;
+        let ours: Vec<usize> = (0..commits.len())
+            .filter(|&i| commits[i].1 == "OPTIMIZE")
+            .collect();
+        assert_eq!(ours.len(), 6, "one commit per partition bin: {commits:?}");
+        let rebased_between = ours.windows(2).filter(|w| w[1] > w[0] + 1).count() as u32;
+        assert!(
+            report.conflicts >= rebased_between,
+            "round {round}: {rebased_between} commit(s) landed behind another writer's, \
+             the report counted {}: {commits:?}",
+            report.conflicts
+        );
+        if rebased_between > 0 {
+            interleaved_rounds += 1;
+        }
+
+        let mut expected: BTreeSet<Row> = initial.into_iter().collect();
+        expected.extend(appended);
+        let actual = t.rows().await;
+        assert_eq!(actual.len(), expected.len(), "rows were duplicated or lost");
+        assert_eq!(actual.into_iter().collect::<BTreeSet<_>>(), expected);
+        if interleaved_rounds >= 2 {
+            return;
+        }
+    }
+    panic!(
+        "the appender never committed between two compaction commits in {ROUNDS} rounds \
+         ({interleaved_rounds} did): the test proved nothing"
+    );
+}
