@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures::StreamExt;
-use tablekeeper_inventory::Operation;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -31,15 +30,17 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
         match rt.store.reap_expired(grace).await {
             Ok(reaped) => {
                 for job in reaped {
-                    info!(job_id = job.job_id, table = %job.table_name, operation = %job.operation, previous_worker = %job.worker_id, attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
+                    info!(job_id = job.job_id.0, table = %job.table_name, operation = %job.operation, previous_worker = %job.worker_id, attempt = job.attempt, requeued = job.requeued, "reaper: lease expired, job taken over");
                     // Label values come from the inventory only: a hand-inserted job for
                     // an unknown table is logged but not counted.
-                    if rt.fleet.spec(&job.table_name).is_some()
-                        && job.operation.parse::<Operation>().is_ok()
-                    {
+                    if rt.fleet.spec(&job.table_name).is_some() {
                         rt.metrics
                             .jobs_total
-                            .with_label_values(&[&job.table_name, &job.operation, "lost_lease"])
+                            .with_label_values(&[
+                                job.table_name.as_str(),
+                                job.operation.as_str(),
+                                "lost_lease",
+                            ])
                             .inc();
                     }
                 }
@@ -126,9 +127,7 @@ pub async fn refresh_failure_streaks(rt: &Runtime) {
             s.consecutive_failures.clear();
             s.last_failure.clear();
             for streak in streaks {
-                let Ok(op) = streak.operation.parse::<Operation>() else {
-                    continue;
-                };
+                let op = streak.operation;
                 s.consecutive_failures.insert(op, streak.failures);
                 s.last_failure.insert(
                     op,
@@ -150,12 +149,10 @@ async fn refresh_store_gauges(rt: &Runtime) {
     }
     refresh_failure_streaks(rt).await;
     match rt.store.last_success().await {
-        Ok(rows) => rt
-            .fleet
-            .set_store_successes(rows.into_iter().filter_map(|r| {
-                let op: Operation = r.operation.parse().ok()?;
-                Some((r.table_name, op, r.finished_at))
-            })),
+        Ok(rows) => rt.fleet.set_store_successes(
+            rows.into_iter()
+                .map(|r| (r.table_name, r.operation, r.finished_at)),
+        ),
         Err(e) => warn!(error = %e, "cannot read last successes"),
     }
     // Stale writes any replica recorded: the counter follows the store's count, so every

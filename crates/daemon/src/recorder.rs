@@ -68,7 +68,9 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
         return;
     }
     match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {
-        Ok((job_id, true)) => info!(table = %spec.name, job_id, "repair queued for a stale write"),
+        Ok((job_id, true)) => {
+            info!(table = %spec.name, job_id = job_id.0, "repair queued for a stale write")
+        }
         Ok((_, false)) => {}
         Err(e) => warn!(table = %spec.name, error = %e, "cannot queue the repair of a stale write"),
     }

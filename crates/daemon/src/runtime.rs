@@ -16,7 +16,7 @@ use crate::metrics::Metrics;
 #[derive(Debug)]
 pub struct Runtime {
     pub config: DaemonConfig,
-    pub store: Arc<dyn JobStore>,
+    pub store: Arc<JobStore>,
     pub fleet: Arc<Fleet>,
     pub metrics: Metrics,
     /// The admin bearer token, if one is configured (read once at start).
@@ -34,7 +34,7 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(
         config: DaemonConfig,
-        store: Arc<dyn JobStore>,
+        store: Arc<JobStore>,
         fleet: Arc<Fleet>,
         metrics: Metrics,
     ) -> Self {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
-use tablekeeper_store::{NewJob, Trigger};
+use tablekeeper_store::{JobId, NewJob, Trigger};
 use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -187,7 +187,7 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
     match &decision {
         Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
             Ok((job_id, created)) => {
-                info!(table = %table, operation = %op, job_id, created, reason = %reason, "scheduled tick: maintenance needed")
+                info!(table = %table, operation = %op, job_id = job_id.0, created, reason = %reason, "scheduled tick: maintenance needed")
             }
             Err(e) => {
                 warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue")
@@ -210,12 +210,12 @@ pub async fn enqueue(
     op: Operation,
     trigger: Trigger,
     tick: Option<chrono::DateTime<Utc>>,
-) -> Result<(i64, bool), tablekeeper_store::StoreError> {
+) -> Result<(JobId, bool), tablekeeper_store::StoreError> {
     let enqueued = rt
         .store
         .enqueue(NewJob {
             table_name: spec.name.clone(),
-            operation: op.as_str().to_string(),
+            operation: op,
             concurrency_key: spec.concurrency_key.clone(),
             trigger,
             priority: match (op, trigger) {

@@ -86,7 +86,7 @@ async fn worker_loop(
                 for wait in &outcome.key_waits {
                     rt.metrics
                         .concurrency_key_waits_total
-                        .with_label_values(&[&wait.table_name, &wait.operation])
+                        .with_label_values(&[wait.table_name.as_str(), wait.operation.as_str()])
                         .inc();
                 }
                 match outcome.job {
@@ -123,7 +123,7 @@ async fn run_claimed(
     hard_stop: &CancellationToken,
 ) {
     let job = &claimed.job;
-    let span = tracing::info_span!("job", job_id = job.id, table = %job.table_name, operation = %job.operation, attempt = job.attempt);
+    let span = tracing::info_span!("job", job_id = job.id.0, table = %job.table_name, operation = %job.operation, attempt = job.attempt);
     async {
         let started = Instant::now();
         let Some((spec, op)) = resolve(rt, job) else {
@@ -135,8 +135,7 @@ async fn run_claimed(
             let _ = rt
                 .store
                 .fail(
-                    job.id,
-                    claimed.lease_token,
+                    &claimed.lease,
                     FailureKind::Permanent,
                     &msg,
                     &RetryPolicy::default(),
@@ -159,9 +158,8 @@ async fn run_claimed(
 }
 
 fn resolve(rt: &Runtime, job: &tablekeeper_store::Job) -> Option<(TableSpec, Operation)> {
-    let op: Operation = job.operation.parse().ok()?;
     let spec = rt.fleet.spec(&job.table_name)?;
-    Some((spec, op))
+    Some((spec, job.operation))
 }
 
 /// Inputs the operation needs beyond the inventory: the version of the last Z-order,
@@ -213,7 +211,7 @@ async fn run_context(
         })
         .await
         .unwrap_or_default();
-    let same_op = recent.iter().filter(|j| j.operation == op.as_str());
+    let same_op = recent.iter().filter(|j| j.operation == op);
     // Full when none of the last `full_every - 1` VACUUMs was: every Nth run lists the
     // directory.
     let window = spec.vacuum.full_every.saturating_sub(1) as usize;
@@ -289,7 +287,7 @@ async fn supervise(
             }
             _ = heartbeat.tick(), if renewal.is_none() => {
                 let sent = Instant::now();
-                let renew = rt.store.heartbeat(claimed.job.id, claimed.lease_token, lease);
+                let renew = rt.store.heartbeat(&claimed.lease, lease);
                 renewal = Some(Box::pin(async move { (sent, renew.await) }));
             }
         }
@@ -308,8 +306,7 @@ async fn record(
     end: AttemptEnd,
     elapsed: Duration,
 ) {
-    let job_id = claimed.job.id;
-    let token = claimed.lease_token;
+    let lease = &claimed.lease;
     let labels = [spec.name.as_str(), op.as_str()];
     let retry = RetryPolicy::default();
     let outcome: &str = match end {
@@ -325,7 +322,7 @@ async fn record(
                 // Recorded so the next VACUUM can tell when the last full one ran.
                 result["mode"] = serde_json::json!(if ctx_full { "full" } else { "lite" });
             }
-            match rt.store.complete(job_id, token, result).await {
+            match rt.store.complete(lease, result).await {
                 Ok(true) => {
                     if !report.dry_run {
                         match op {
@@ -362,7 +359,7 @@ async fn record(
         AttemptEnd::Finished(Err(ExecError::Deferred { until, reason })) => {
             let delay = (until - Utc::now()).to_std().unwrap_or_default();
             let message = format!("deferred until {until}: {reason}");
-            match rt.store.defer(job_id, token, &message, delay).await {
+            match rt.store.defer(lease, &message, delay).await {
                 Ok(_) => info!(until = %until, reason = %reason, "job deferred"),
                 Err(e) => {
                     warn!(error = %e, "could not defer the job; the reaper will requeue it when the lease expires")
@@ -392,7 +389,7 @@ async fn record(
             } else {
                 FailureKind::Permanent
             };
-            match rt.store.fail(job_id, token, kind, &message, &retry).await {
+            match rt.store.fail(lease, kind, &message, &retry).await {
                 Ok(outcome) => warn!(error = %message, outcome = ?outcome, "job attempt failed"),
                 Err(store_err) => {
                     error!(error = %message, store_error = %store_err, "job failed and the failure could not be recorded")
@@ -411,7 +408,7 @@ async fn record(
             );
             let _ = rt
                 .store
-                .fail(job_id, token, FailureKind::Failed, &message, &retry)
+                .fail(lease, FailureKind::Failed, &message, &retry)
                 .await;
             warn!(error = %message, "job attempt failed");
             "failed"
@@ -425,8 +422,7 @@ async fn record(
             match rt
                 .store
                 .release(
-                    job_id,
-                    token,
+                    lease,
                     "replica shutting down: released before shutdown_grace ran out",
                 )
                 .await

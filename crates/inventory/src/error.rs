@@ -107,11 +107,6 @@ impl fmt::Display for OneLine<'_> {
     }
 }
 
-/// A string that is not one of the maintenance operations.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown operation `{0}`: use one of compact, zorder, vacuum, checkpoint, repair")]
-pub struct UnknownOperation(pub String);
-
 /// A schedule that tablekeeper cannot run; the message says which forms are accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

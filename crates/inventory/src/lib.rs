@@ -32,7 +32,7 @@ mod walk;
 
 use std::path::{Path, PathBuf};
 
-pub use error::{LoadError, Problem, ScheduleError, UnknownOperation};
+pub use error::{LoadError, Problem, ScheduleError};
 pub use model::{
     CheckpointSpec, CompactionSpec, Inventory, Layout, LogStore, Operation, OverwriteWindow,
     ProtocolSpec, Retention, SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,

@@ -7,106 +7,13 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::error::UnknownOperation;
 use crate::schedule::Schedule;
 
-/// A maintenance operation; the shared vocabulary of inventory, job table, metrics and CLI.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// OPTIMIZE: rewrite small files into files near `compaction.target_file_size`.
-    Compact,
-    /// OPTIMIZE ZORDER BY `layout.zorder`.
-    Zorder,
-    /// VACUUM: delete files no version inside the retention window references.
-    Vacuum,
-    /// Write a checkpoint so readers need not replay many JSON commits.
-    Checkpoint,
-    /// Repair a stale write: a writer's commit planned on a snapshot older than one of
-    /// tablekeeper's rewrites. Not scheduled: queued when a probe finds one.
-    Repair,
-}
-
-impl Operation {
-    /// Every operation, in the order tables list them.
-    pub const ALL: [Operation; 5] = [
-        Operation::Compact,
-        Operation::Zorder,
-        Operation::Vacuum,
-        Operation::Checkpoint,
-        Operation::Repair,
-    ];
-
-    /// The operations that run on a cron schedule (and so have a staleness).
-    pub const SCHEDULED: [Operation; 4] = [
-        Operation::Compact,
-        Operation::Zorder,
-        Operation::Vacuum,
-        Operation::Checkpoint,
-    ];
-
-    /// The name used in the job table, metric labels and the CLI.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Compact => "compact",
-            Operation::Zorder => "zorder",
-            Operation::Vacuum => "vacuum",
-            Operation::Checkpoint => "checkpoint",
-            Operation::Repair => "repair",
-        }
-    }
-
-    /// The block under a table's `maintenance:` (and under `defaults:`) that configures
-    /// this operation. Compaction's block is `compaction`, not `compact`.
-    pub fn inventory_key(self) -> &'static str {
-        match self {
-            Operation::Compact => "compaction",
-            Operation::Zorder => "zorder",
-            Operation::Vacuum => "vacuum",
-            Operation::Checkpoint => "checkpoint",
-            Operation::Repair => "auto_repair",
-        }
-    }
-
-    /// Whether the operation rewrites data files (and so races writers' snapshots).
-    pub fn rewrites(self) -> bool {
-        matches!(self, Operation::Compact | Operation::Zorder)
-    }
-}
-
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Operation {
-    type Err = UnknownOperation;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Operation::ALL
-            .into_iter()
-            .find(|op| op.as_str() == s)
-            .ok_or_else(|| UnknownOperation(s.to_string()))
-    }
-}
+pub use tablekeeper_vocab::Operation;
 
 /// A loaded, validated inventory.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -350,22 +257,6 @@ fn serialize_duration<S: Serializer>(d: &Duration, serializer: S) -> Result<S::O
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn operations_round_trip_through_their_names() {
-        for op in Operation::ALL {
-            assert_eq!(op.as_str().parse::<Operation>().unwrap(), op);
-            assert_eq!(op.to_string(), op.as_str());
-            let json = serde_json::to_string(&op).unwrap();
-            assert_eq!(json, format!("\"{}\"", op.as_str()));
-            assert_eq!(serde_json::from_str::<Operation>(&json).unwrap(), op);
-        }
-        let err = "compaction".parse::<Operation>().unwrap_err().to_string();
-        assert!(
-            err.contains("compact, zorder, vacuum, checkpoint, repair"),
-            "{err}"
-        );
-    }
 
     #[test]
     fn topology_and_log_store_use_kebab_case() {

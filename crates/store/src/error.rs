@@ -31,7 +31,7 @@ pub enum StoreError {
 
     /// The job does not exist.
     #[error("job {id} not found")]
-    NotFound { id: i64 },
+    NotFound { id: tablekeeper_vocab::JobId },
 
     /// An argument was out of range; the message says what is accepted.
     #[error("invalid input: {0}")]

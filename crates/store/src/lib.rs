@@ -1,11 +1,19 @@
 //! tablekeeper's job store: the `jobs` and `job_attempts` tables (DESIGN.md, "Job table
-//! (contract)") behind one trait, [`JobStore`], with a Postgres backend (production,
-//! shared by every replica) and an embedded SQLite backend (one replica).
+//! (contract)") and the tables that remember history, behind one driver, [`JobStore`], that
+//! runs on Postgres (production, shared by every replica) or an embedded SQLite (one
+//! replica).
 //!
-//! This crate owns the job lifecycle and its invariants. It knows tables and operations
-//! only as strings (the database CHECKs enforce the closed sets) and must never run a
-//! Delta operation or hold a transaction open while one runs: every method is one
-//! statement or one short transaction.
+//! This crate owns the job lifecycle and its invariants. It must never run a Delta operation
+//! or hold a transaction open while one runs: every method is one statement or one short
+//! transaction.
+//!
+//! # Layout
+//!
+//! ```text
+//! connect ──► JobStore (store.rs: every call once, measured) ──► dyn Dialect (dialect.rs)
+//!                    │ lifecycle.rs, retry.rs: pure decisions        ├─ postgres/ (types, sql.rs)
+//!                    │ model.rs, history.rs: the values              └─ sqlite/   (types, sql.rs)
+//! ```
 //!
 //! # Lifecycle
 //!
@@ -48,7 +56,7 @@
 //! ```no_run
 //! # use std::time::{Duration, Instant};
 //! # use tablekeeper_store::{*, lease::LeaseClock};
-//! # async fn work(store: &dyn JobStore) -> Result<(), StoreError> {
+//! # async fn work(store: &JobStore) -> Result<(), StoreError> {
 //! let lease = Duration::from_secs(60);
 //! let sent = Instant::now();
 //! let outcome = store.claim("replica-a/worker-1", lease).await?;
@@ -57,7 +65,7 @@
 //!     let mut clock = LeaseClock::new(sent, lease);
 //!     // run the operation; meanwhile, at clock.next_heartbeat():
 //!     let sent = Instant::now();
-//!     match store.heartbeat(claimed.job.id, claimed.lease_token, lease).await {
+//!     match store.heartbeat(&claimed.lease, lease).await {
 //!         Ok(Some(_)) => clock.renewed(sent),
 //!         Ok(None) => { /* lease lost: abandon now */ }
 //!         // not a renewal: retry at clock.next_heartbeat(), abandon once
@@ -65,34 +73,36 @@
 //!         Err(_) => clock.renewal_failed(sent),
 //!     }
 //!     // on success (fenced by the token):
-//!     store.complete(claimed.job.id, claimed.lease_token, serde_json::json!({})).await?;
+//!     store.complete(&claimed.lease, serde_json::json!({})).await?;
 //! }
 //! # Ok(()) }
 //! ```
 
+mod connect;
+mod dialect;
 mod error;
 mod history;
 pub mod lease;
 mod lifecycle;
 mod model;
-mod observed;
+mod options;
 mod postgres;
 mod retry;
-mod rows;
 mod sqlite;
 mod store;
 pub mod testing;
 
+pub use connect::{connect, scheme_of};
 pub use error::StoreError;
 pub use history::{CommitRow, StaleWriteRow, MAX_HISTORY_LIMIT};
 pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
 pub use model::{
-    Attempt, AttemptOutcome, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind,
-    FailureStreak, Job, JobFilter, JobState, KeyWait, LastSuccess, NewJob, ReapedJob, Trigger,
-    MAX_LIST_LIMIT, OPERATIONS,
+    Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,
+    JobFilter, KeyWait, LastSuccess, NewJob, ReapedJob, MAX_LIST_LIMIT,
 };
-pub use observed::{StoreObserver, StoreOp};
-pub use postgres::{PgJobStore, MIGRATOR as POSTGRES_MIGRATOR};
+pub use options::{StoreOptions, DEFAULT_CALL_TIMEOUT};
+pub use postgres::MIGRATOR as POSTGRES_MIGRATOR;
 pub use retry::RetryPolicy;
-pub use sqlite::{SqliteJobStore, MIGRATOR as SQLITE_MIGRATOR};
-pub use store::{connect, scheme_of, Backend, JobStore, StoreOptions, DEFAULT_CALL_TIMEOUT};
+pub use sqlite::MIGRATOR as SQLITE_MIGRATOR;
+pub use store::{Backend, JobStore, StoreObserver, StoreOp};
+pub use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Operation, Trigger};

@@ -1,12 +1,13 @@
-//! The decisions both backends take when an attempt ends without success, and the texts
+//! The decisions the driver takes when an attempt ends without success, and the texts
 //! they record, kept in one place so Postgres and SQLite cannot drift apart.
 //!
-//! Pure: no I/O, no clock. The backends execute a [`Plan`] inside one short transaction.
+//! Pure: no I/O, no clock. The driver executes a [`Plan`] inside one short transaction.
 
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rand::Rng;
+use tablekeeper_vocab::JobId;
 
 use crate::model::FailureKind;
 use crate::retry::RetryPolicy;
@@ -33,7 +34,7 @@ pub(crate) enum Plan {
 pub(crate) enum Applied {
     Requeued { run_at: DateTime<Utc> },
     Failed,
-    Superseded { queued_job_id: i64 },
+    Superseded { queued_job_id: JobId },
 }
 
 /// After a worker reported failure of attempt `attempt` (1-based) out of `max_attempts`.
@@ -81,7 +82,7 @@ pub(crate) const fn after_deferral(delay: Duration) -> Plan {
 }
 
 /// `jobs.error` of a job cancelled because a newer queued job took its place.
-pub(crate) fn superseded_error(queued_job_id: i64) -> String {
+pub(crate) fn superseded_error(queued_job_id: JobId) -> String {
     format!("superseded by queued job {queued_job_id}")
 }
 
@@ -154,7 +155,7 @@ mod tests {
 
     #[test]
     fn texts_name_what_operators_look_for() {
-        assert_eq!(superseded_error(42), "superseded by queued job 42");
+        assert_eq!(superseded_error(JobId(42)), "superseded by queued job 42");
         let expiry = DateTime::parse_from_rfc3339("2026-11-05T10:00:00.5Z")
             .unwrap()
             .with_timezone(&Utc);

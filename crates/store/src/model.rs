@@ -1,118 +1,15 @@
-//! The values that cross the `JobStore` boundary: rows of `jobs` and `job_attempts`, the
-//! closed vocabularies stored in them, and the arguments and outcomes of the store calls.
+//! The values that cross the `JobStore` boundary: rows of `jobs` and `job_attempts` and the
+//! arguments and outcomes of the store calls, shared by both databases.
 //!
-//! This module owns the string forms of the closed sets (they must match the CHECK
-//! constraints in `migrations/*/0001_jobs.sql`); it must never talk to a database.
-
-use std::fmt;
-use std::str::FromStr;
+//! The closed sets stored in them (operation, state, trigger, outcome) are the vocabulary
+//! crate's; this module must never talk to a database.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Operation, Trigger};
 use uuid::Uuid;
 
 use crate::error::StoreError;
-
-/// Operations tablekeeper runs, as stored in `jobs.operation`. The store keeps operations
-/// as strings (the inventory crate owns the `Operation` type); the database CHECK
-/// constraint enforces this set and `enqueue` checks it first for a clearer error.
-pub const OPERATIONS: [&str; 6] = [
-    "compact",
-    "zorder",
-    "vacuum",
-    "checkpoint",
-    "purge",
-    "repair",
-];
-
-macro_rules! string_enum {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal,)+ }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($(#[$vmeta])* $variant,)+ }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The form stored in the database and used in JSON and metrics labels.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text,)+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = StoreError;
-
-            fn from_str(s: &str) -> Result<Self, StoreError> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(StoreError::InvalidInput(format!(
-                        "unknown {} `{}`; expected one of: {}",
-                        stringify!($name),
-                        other,
-                        [$($text),+].join(", "),
-                    ))),
-                }
-            }
-        }
-    };
-}
-
-string_enum! {
-    /// `jobs.state`. Terminal states: succeeded, failed, cancelled.
-    pub enum JobState {
-        /// Waiting to be claimed once `run_at` has passed and its key is free.
-        Queued => "queued",
-        /// Claimed by a worker holding a lease.
-        Running => "running",
-        Succeeded => "succeeded",
-        /// Out of attempts (or failed by the reaper after its last attempt).
-        Failed => "failed",
-        /// Cancelled while queued, or superseded by a newer queued job for the same
-        /// (table, operation) when it would have been requeued.
-        Cancelled => "cancelled",
-    }
-}
-
-impl JobState {
-    /// True for succeeded, failed and cancelled.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
-    }
-}
-
-string_enum! {
-    /// `jobs.trigger`: who asked for the job.
-    pub enum Trigger {
-        Schedule => "schedule",
-        Manual => "manual",
-    }
-}
-
-string_enum! {
-    /// `job_attempts.outcome`. An open attempt has no outcome (NULL).
-    pub enum AttemptOutcome {
-        Succeeded => "succeeded",
-        Failed => "failed",
-        /// The Delta commit met a concurrent commit.
-        Conflict => "conflict",
-        /// The worker stopped renewing its lease and the reaper took the job back.
-        LostLease => "lost_lease",
-        /// Released on shutdown (the attempt was given back) or closed by hand.
-        Cancelled => "cancelled",
-    }
-}
 
 /// One row of `jobs`.
 ///
@@ -120,9 +17,9 @@ string_enum! {
 /// it is the fencing credential of the running worker and no API reader needs it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
-    pub id: i64,
+    pub id: JobId,
     pub table_name: String,
-    pub operation: String,
+    pub operation: Operation,
     pub concurrency_key: String,
     pub state: JobState,
     pub trigger: Trigger,
@@ -155,7 +52,7 @@ pub struct Job {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     pub id: i64,
-    pub job_id: i64,
+    pub job_id: JobId,
     pub attempt: i32,
     pub worker_id: String,
     #[serde(skip_serializing, default)]
@@ -170,8 +67,7 @@ pub struct Attempt {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewJob {
     pub table_name: String,
-    /// One of [`OPERATIONS`].
-    pub operation: String,
+    pub operation: Operation,
     pub concurrency_key: String,
     pub trigger: Trigger,
     pub priority: i32,
@@ -187,16 +83,12 @@ pub struct NewJob {
 impl NewJob {
     /// A job due now with priority 0, the default key `table:<name>` and 3 attempts
     /// (the inventory's documented default `max_attempts`).
-    pub fn new(
-        table_name: impl Into<String>,
-        operation: impl Into<String>,
-        trigger: Trigger,
-    ) -> Self {
+    pub fn new(table_name: impl Into<String>, operation: Operation, trigger: Trigger) -> Self {
         let table_name = table_name.into();
         Self {
             concurrency_key: format!("table:{table_name}"),
             table_name,
-            operation: operation.into(),
+            operation,
             trigger,
             priority: 0,
             run_at: None,
@@ -237,13 +129,6 @@ impl NewJob {
         if self.table_name.trim().is_empty() {
             problems.push("`table_name` must not be empty".to_owned());
         }
-        if !OPERATIONS.contains(&self.operation.as_str()) {
-            problems.push(format!(
-                "`operation` `{}` is not one of {}",
-                self.operation,
-                OPERATIONS.join(", ")
-            ));
-        }
         if self.concurrency_key.trim().is_empty() {
             problems.push("`concurrency_key` must not be empty".to_owned());
         }
@@ -270,11 +155,11 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// A job this worker now holds a lease on.
+/// A job this worker now holds a lease on. Every later write of the worker takes `lease`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedJob {
     pub job: Job,
-    pub lease_token: Uuid,
+    pub lease: Lease,
     /// Database clock.
     pub lease_expires_at: DateTime<Utc>,
 }
@@ -282,9 +167,9 @@ pub struct ClaimedJob {
 /// A due queued job a claim skipped because a running job held its concurrency key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyWait {
-    pub job_id: i64,
+    pub job_id: JobId,
     pub table_name: String,
-    pub operation: String,
+    pub operation: Operation,
     pub concurrency_key: String,
 }
 
@@ -330,7 +215,7 @@ pub enum FailOutcome {
     /// Would have been requeued, but a newer queued job for the same (table, operation)
     /// exists: this job is `cancelled` with error "superseded by queued job N" and that
     /// job carries on.
-    Superseded { queued_job_id: i64 },
+    Superseded { queued_job_id: JobId },
     /// The token no longer holds the lease (the reaper took the job, or it finished):
     /// nothing changed.
     LeaseLost,
@@ -339,9 +224,9 @@ pub enum FailOutcome {
 /// A job the reaper took back from a worker whose lease expired.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReapedJob {
-    pub job_id: i64,
+    pub job_id: JobId,
     pub table_name: String,
-    pub operation: String,
+    pub operation: Operation,
     /// The worker that lost the lease.
     pub worker_id: String,
     /// The attempt that was lost.
@@ -352,7 +237,7 @@ pub struct ReapedJob {
     pub requeued: bool,
     /// Set when a newer queued job for the same (table, operation) took over and this
     /// job was cancelled instead of requeued.
-    pub superseded_by: Option<i64>,
+    pub superseded_by: Option<JobId>,
 }
 
 /// Filter for [`crate::JobStore::list_jobs`].
@@ -388,7 +273,7 @@ impl JobFilter {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailureStreak {
     pub table_name: String,
-    pub operation: String,
+    pub operation: Operation,
     /// Attempts that ended `failed` or `conflict` after the last `succeeded` one.
     pub failures: i64,
     /// When the newest of them ended, and its error.
@@ -400,7 +285,7 @@ pub struct FailureStreak {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastSuccess {
     pub table_name: String,
-    pub operation: String,
+    pub operation: Operation,
     pub finished_at: DateTime<Utc>,
 }
 
@@ -409,55 +294,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn string_forms_round_trip_and_match_the_schema() {
-        for state in JobState::ALL {
-            assert_eq!(state.as_str().parse::<JobState>().unwrap(), *state);
-        }
-        let names: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(
-            names,
-            ["queued", "running", "succeeded", "failed", "cancelled"]
-        );
-        let outcomes: Vec<_> = AttemptOutcome::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(
-            outcomes,
-            ["succeeded", "failed", "conflict", "lost_lease", "cancelled"]
-        );
-        for outcome in AttemptOutcome::ALL {
-            assert_eq!(
-                outcome.as_str().parse::<AttemptOutcome>().unwrap(),
-                *outcome
-            );
-        }
-        assert_eq!("manual".parse::<Trigger>().unwrap(), Trigger::Manual);
-        let err = "paused".parse::<JobState>().unwrap_err().to_string();
-        assert!(err.contains("queued, running"), "{err}");
-    }
-
-    #[test]
-    fn serde_uses_the_database_strings() {
-        assert_eq!(
-            serde_json::to_string(&AttemptOutcome::LostLease).unwrap(),
-            "\"lost_lease\""
-        );
-        assert_eq!(
-            serde_json::to_string(&JobState::Queued).unwrap(),
-            "\"queued\""
-        );
-    }
-
-    #[test]
     fn new_job_validation_lists_every_problem() {
-        let job = NewJob::new("", "optimize", Trigger::Manual)
+        let job = NewJob::new("", Operation::Compact, Trigger::Manual)
             .with_concurrency_key(" ")
             .with_max_attempts(0);
         let err = job.validate().unwrap_err().to_string();
-        for needle in ["table_name", "optimize", "concurrency_key", "max_attempts"] {
+        for needle in ["table_name", "concurrency_key", "max_attempts"] {
             assert!(err.contains(needle), "{needle} missing in {err}");
         }
-        assert!(NewJob::new("silver.events", "vacuum", Trigger::Schedule)
-            .validate()
-            .is_ok());
+        assert!(
+            NewJob::new("silver.events", Operation::Vacuum, Trigger::Schedule)
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

@@ -1,29 +1,38 @@
-//! The `JobStore` trait every backend implements, its options, and `connect`, which picks
-//! the backend from the URL scheme.
+//! [`JobStore`]: every job store call, written once over a [`Dialect`], measured inside.
 //!
-//! Contract for implementations: every method is one short statement or one short
-//! transaction (never held across a Delta operation); every lease timestamp comes from
-//! the database clock; every write by a worker is fenced by its lease token.
+//! What we store, and why: one row per requested job in `jobs`, one row per claim in
+//! `job_attempts`, the history of every table in `table_commits`, the stale writes found in
+//! `stale_writes` and the API's pause overrides in `table_pauses` (`migrations/*`). The
+//! database enforces the two invariants (one running job per concurrency key, one queued job
+//! per table and operation) with partial unique indexes, so correctness does not depend on
+//! replicas agreeing; this driver only has to retry the races those indexes expose.
+//!
+//! Each call is one statement or one short transaction, never held across a Delta
+//! operation, and runs inside [`JobStore::measured`]: timed, bounded by the call timeout,
+//! logged on failure and reported to the [`StoreObserver`] under its [`StoreOp`]. The SQL
+//! texts live in each dialect (`postgres/sql.rs`, `sqlite/sql.rs`) under the names of
+//! [`Statements`]; adding a store call means a method here, a [`StoreOp`], a field of
+//! [`Statements`], and its text in both dialects.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Trigger};
 use uuid::Uuid;
 
+use crate::dialect::{args, Arg, Dialect, Record, Tx};
 use crate::error::StoreError;
-use crate::history::{CommitRow, StaleWriteRow};
+use crate::history::{clamp_history_limit, CommitRow, StaleWriteRow, HISTORY_BATCH};
+use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
-    Attempt, ClaimOutcome, Enqueued, FailOutcome, FailureKind, FailureStreak, Job, JobFilter,
-    JobState, LastSuccess, NewJob, ReapedJob,
+    Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,
+    JobFilter, KeyWait, LastSuccess, NewJob, ReapedJob,
 };
-use crate::observed::{ObservedStore, StoreObserver};
-use crate::postgres::PgJobStore;
 use crate::retry::RetryPolicy;
-use crate::sqlite::SqliteJobStore;
 
 /// Which database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,244 +50,1166 @@ impl Backend {
     }
 }
 
-/// The job table. See the crate docs for the lifecycle and the lease rules.
-#[async_trait]
-pub trait JobStore: Send + Sync + fmt::Debug {
-    fn backend(&self) -> Backend;
+/// Names of the invariant indexes (`migrations/*/0001_jobs.sql`).
+const ONE_RUNNING_PER_KEY: &str = "jobs_one_running_per_key";
+const ONE_QUEUED_PER_TABLE_OPERATION: &str = "jobs_one_queued_per_table_operation";
 
-    /// Applies the embedded migrations (idempotent; on Postgres, replicas migrating at
-    /// once serialize on an advisory lock).
-    async fn migrate(&self) -> Result<(), StoreError>;
+/// How many times a call retries after losing a race with another replica before it gives
+/// up with `Contention`. Each retry means a competing transaction committed, so a handful
+/// suffices; the bound only keeps a pathological loop finite.
+const MAX_RACE_RETRIES: usize = 8;
+
+/// Upper bound of key waits one claim reports: enough for metrics, bounded so a backlog of
+/// blocked jobs cannot make each claim read the whole queue.
+const MAX_KEY_WAITS: i64 = 100;
+
+/// Upper bound of expired jobs one `reap_expired` call handles; the next call takes the rest.
+const MAX_REAP_BATCH: i64 = 100;
+
+/// The statements the driver runs; each dialect supplies the texts. Arguments are numbered
+/// as bound (`$n` on Postgres, `?n` on SQLite); "job columns" means the columns of `jobs` in
+/// the order `Job` has them. Durations are bound as whole microseconds.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// 1 table, 2 operation, 3 key, 4 trigger, 5 priority, 6 run_at or NULL (= now),
+    /// 7 max_attempts, 8 scheduled_for or NULL. Job columns; no row when the (table,
+    /// operation) already has a queued job or the tick already has its job.
+    pub insert_queued: &'static str,
+    /// The job of one cron tick. 1 table, 2 operation, 3 scheduled_for. Job columns.
+    pub select_tick: &'static str,
+    /// A manual request joining the queued job: due no later than asked, at least as
+    /// urgent. 1 table, 2 operation, 3 run_at or NULL (= now), 4 priority. Job columns.
+    pub join_queued_manual: &'static str,
+    /// 1 table, 2 operation. Job columns of the queued job.
+    pub select_queued: &'static str,
+    /// The best due job whose key is free (locked, skipping rows other claimers hold,
+    /// where the database has row locks). 1 ids to skip. Column `id`.
+    pub claim_candidate: &'static str,
+    /// Takes the running-key slot. 1 id, 2 worker, 3 token, 4 lease. Column `attempt`.
+    pub claim_update: &'static str,
+    /// Closes attempts still open on a job being claimed. 1 job id, 2 error.
+    pub close_stray_attempts: &'static str,
+    /// Opens the attempt and stamps the job's start and lease from one clock reading.
+    /// 1 job id, 2 attempt, 3 worker, 4 token, 5 lease.
+    pub start_attempt: &'static str,
+    /// Due queued jobs whose key is held, ranked ahead of the claimed job (1 id,
+    /// 2 priority, 3 run_at; all NULL when nothing was claimed), at most 4. Columns `id`,
+    /// `table_name`, `operation`, `concurrency_key`.
+    pub key_waits: &'static str,
+    /// 1 id, 2 token, 3 lease. Column `lease_expires_at`; no row when the lease is lost.
+    pub heartbeat: &'static str,
+    /// 1 id, 2 token, 3 result (JSON). Column `id`; no row when the lease is lost.
+    pub complete: &'static str,
+    /// Did this token's attempt already succeed? 1 job id, 2 token. Column `id`.
+    pub completed_by_token: &'static str,
+    /// Closes the open attempt. 1 job id, 2 outcome, 3 error or NULL.
+    pub close_attempt: &'static str,
+    /// Locks the job if 2 (token) holds its lease. 1 id. Job columns.
+    pub lock_leased: &'static str,
+    /// Another queued job for the same (table, operation)? 1 table, 2 operation, 3 id.
+    /// Column `id`.
+    pub other_queued: &'static str,
+    /// 1 id, 2 delay, 3 attempts to give back (0 or 1), 4 error or NULL (keep).
+    /// Column `run_at`.
+    pub requeue: &'static str,
+    /// Terminal state without success. 1 id, 2 state, 3 error.
+    pub finish: &'static str,
+    /// 1 grace, 2 limit. Column `id`, oldest expiry first.
+    pub reap_candidates: &'static str,
+    /// Locks the job if its lease is still expired (skipping it when another reaper holds
+    /// it). 1 id, 2 grace. Job columns.
+    pub lock_expired: &'static str,
+    /// 1 id, 2 error. Cancels the job if queued.
+    pub cancel_queued: &'static str,
+    /// 1 id. Job columns.
+    pub get_job: &'static str,
+    /// 1 table or NULL, 2 state or NULL, 3 limit. Job columns, newest first.
+    pub list_jobs: &'static str,
+    /// 1 job id. Attempt columns, oldest first.
+    pub attempts: &'static str,
+    /// Columns `state`, `n`.
+    pub counts_by_state: &'static str,
+    /// Columns `table_name`, `operation`, `finished_at`.
+    pub last_success: &'static str,
+    /// Attempts that ended failed or conflict after the newest succeeded attempt of the
+    /// same (table, operation). Columns `table_name`, `operation`, `failures`,
+    /// `last_failed_at`, `last_error`.
+    pub failure_streaks: &'static str,
+    /// The newest job of each operation on 1 (table). Job columns, by operation.
+    pub latest_jobs_for_table: &'static str,
+    /// Job columns of running jobs, oldest start first.
+    pub running_jobs: &'static str,
+    /// Upsert of an API pause override. 1 table, 2 paused.
+    pub set_paused: &'static str,
+    /// Columns `table_name`, `paused`.
+    pub paused_overrides: &'static str,
+    /// 1 table, 2 version, 3 timestamp, 4 operation, 5 parameters, 6 metrics, 7 engine,
+    /// 8 user, 9 blind append. A version already recorded is left as it is.
+    pub insert_commit: &'static str,
+    /// 1 table, 2 before (exclusive) or NULL, 3 limit. Commit columns, newest first.
+    pub history: &'static str,
+    /// 1 table. Columns `oldest` (recorded) and `through` (end of the run of versions
+    /// recorded without a hole from it).
+    pub recorded_range: &'static str,
+    /// 1 table. Columns `gap_from`, `gap_to`: missing versions between 0 and the newest.
+    pub history_gaps: &'static str,
+    /// 1 table … 11 repaired_by, in `StaleWriteRow` order. A known one is left as it is.
+    pub insert_stale_write: &'static str,
+    /// 1 table, 2 version, 3 rows, 4 repaired_by: fills in what was not known yet.
+    pub update_stale_write: &'static str,
+    /// 1 table or NULL for all. Stale write columns, by table then version.
+    pub stale_writes: &'static str,
+}
+
+tablekeeper_vocab::closed_set! {
+    /// A store call, for timing and error counting (the `op` label of the store metrics).
+    pub enum StoreOp as "store call" {
+        Migrate => "migrate",
+        Ping => "ping",
+        Enqueue => "enqueue",
+        Claim => "claim",
+        Heartbeat => "heartbeat",
+        Complete => "complete",
+        Fail => "fail",
+        Release => "release",
+        Defer => "defer",
+        ReapExpired => "reap_expired",
+        Cancel => "cancel",
+        GetJob => "get_job",
+        ListJobs => "list_jobs",
+        Attempts => "attempts",
+        CountsByState => "counts_by_state",
+        LastSuccess => "last_success",
+        FailureStreaks => "failure_streaks",
+        LatestJobsForTable => "latest_jobs_for_table",
+        RunningJobs => "running_jobs",
+        SetPaused => "set_paused",
+        PausedOverrides => "paused_overrides",
+        RecordCommits => "record_commits",
+        History => "history",
+        RecordedRange => "recorded_range",
+        HistoryGaps => "history_gaps",
+        RecordStaleWrites => "record_stale_writes",
+        StaleWrites => "stale_writes",
+    }
+}
+
+/// Receives every store call's duration and error. Implement it to export metrics; it is
+/// called on the caller's task, so keep it cheap and non-blocking.
+pub trait StoreObserver: Send + Sync + fmt::Debug {
+    fn observe(&self, backend: Backend, op: StoreOp, elapsed: Duration, error: Option<&StoreError>);
+}
+
+/// The job table. See the crate docs for the lifecycle and the lease rules.
+#[derive(Debug)]
+pub struct JobStore {
+    dialect: Box<dyn Dialect>,
+    observer: Option<Arc<dyn StoreObserver>>,
+    call_timeout: Option<Duration>,
+}
+
+impl JobStore {
+    pub(crate) fn new(
+        dialect: Box<dyn Dialect>,
+        observer: Option<Arc<dyn StoreObserver>>,
+        call_timeout: Option<Duration>,
+    ) -> Self {
+        JobStore {
+            dialect,
+            observer,
+            call_timeout,
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.dialect.backend()
+    }
+
+    fn sql(&self) -> &'static Statements {
+        self.dialect.statements()
+    }
+
+    /// Runs one store call: bounded by the call timeout (a call with no answer is dropped,
+    /// so its transaction never commits half-way), timed, logged when it fails, reported to
+    /// the observer.
+    async fn measured<T>(
+        &self,
+        op: StoreOp,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = match self.call_timeout {
+            // migrations may legitimately run long on a big job table
+            Some(limit) if op != StoreOp::Migrate => tokio::time::timeout(limit, call)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::no_answer(limit))),
+            _ => call.await,
+        };
+        let elapsed = started.elapsed();
+        let backend = self.backend();
+        match &result {
+            Err(err) => tracing::warn!(
+                backend = backend.as_str(),
+                op = op.as_str(),
+                elapsed_ms = elapsed.as_millis() as u64,
+                retryable = err.is_retryable(),
+                error = %err,
+                "job store call failed"
+            ),
+            Ok(_) => tracing::trace!(
+                backend = backend.as_str(),
+                op = op.as_str(),
+                elapsed_ms = elapsed.as_millis() as u64,
+                "job store call"
+            ),
+        }
+        if let Some(observer) = &self.observer {
+            observer.observe(backend, op, elapsed, result.as_ref().err());
+        }
+        result
+    }
+
+    async fn jobs(&self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Job>, StoreError> {
+        self.dialect
+            .fetch(sql, args)
+            .await?
+            .iter()
+            .map(job_row)
+            .collect()
+    }
+
+    async fn first_job(
+        &self,
+        sql: &'static str,
+        args: Vec<Arg>,
+    ) -> Result<Option<Job>, StoreError> {
+        first(self.dialect.fetch(sql, args).await?)
+            .as_ref()
+            .map(job_row)
+            .transpose()
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    /// Applies the embedded migrations (idempotent; on Postgres, replicas migrating at once
+    /// serialize on an advisory lock).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        self.measured(StoreOp::Migrate, self.dialect.migrate())
+            .await
+    }
 
     /// Cheap reachability check (`SELECT 1`), for `/readyz`.
-    async fn ping(&self) -> Result<(), StoreError>;
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.measured(StoreOp::Ping, async {
+            self.dialect.fetch("SELECT 1", args!()).await.map(drop)
+        })
+        .await
+    }
 
     /// Queues a job, or joins the queued job for the same (table, operation).
     ///
-    /// Joining a queued job changes nothing for a `schedule` trigger (a cron tick must
-    /// not pull a job out of its retry backoff). A `manual` trigger is a person asking
-    /// for it now: the queued job gets `trigger = manual`, `priority = max(both)` and
-    /// `run_at = min(both)` (the request's `run_at` defaults to now). The queued job's
-    /// `concurrency_key` and `max_attempts` are kept.
-    async fn enqueue(&self, job: NewJob) -> Result<Enqueued, StoreError>;
+    /// Joining a queued job changes nothing for a `schedule` trigger (a cron tick must not
+    /// pull a job out of its retry backoff). A `manual` trigger is a person asking for it
+    /// now: the queued job gets `trigger = manual`, `priority = max(both)` and `run_at =
+    /// min(both)` (the request's `run_at` defaults to now). The queued job's
+    /// `concurrency_key` and `max_attempts` are kept. A scheduled job whose tick already
+    /// has a job (another replica's firing of the same tick) returns that job.
+    pub async fn enqueue(&self, new: NewJob) -> Result<Enqueued, StoreError> {
+        self.measured(StoreOp::Enqueue, self.enqueue_script(new))
+            .await
+    }
+
+    async fn enqueue_script(&self, new: NewJob) -> Result<Enqueued, StoreError> {
+        new.validate()?;
+        let sql = self.sql();
+        let table = new.table_name.as_str();
+        let operation = new.operation.as_str();
+        // Three cases race here: no queued job (insert), a queued job (join it), and a queued
+        // job that gets claimed between our insert and our join (loop: the next insert
+        // succeeds).
+        for _ in 0..MAX_RACE_RETRIES {
+            let args = args!(
+                table,
+                operation,
+                new.concurrency_key.as_str(),
+                new.trigger.as_str(),
+                new.priority,
+                new.run_at,
+                new.max_attempts,
+                new.scheduled_for
+            );
+            if let Some(job) = self.first_job(sql.insert_queued, args).await? {
+                return Ok(Enqueued { job, created: true });
+            }
+            let existing = match new.trigger {
+                Trigger::Manual => {
+                    let args = args!(table, operation, new.run_at, new.priority);
+                    self.first_job(sql.join_queued_manual, args).await?
+                }
+                Trigger::Schedule => {
+                    let args = args!(table, operation);
+                    self.first_job(sql.select_queued, args).await?
+                }
+            };
+            // No queued job: the tick's own job already left the queue (another replica's
+            // firing of the same tick made it, and it runs or ran).
+            let existing = match (existing, new.scheduled_for) {
+                (None, Some(tick)) => {
+                    let args = args!(table, operation, tick);
+                    self.first_job(sql.select_tick, args).await?
+                }
+                (existing, _) => existing,
+            };
+            if let Some(job) = existing {
+                return Ok(Enqueued {
+                    job,
+                    created: false,
+                });
+            }
+        }
+        Err(StoreError::Contention {
+            detail: format!(
+                "the queued job for `{table}` {operation} kept changing while enqueueing"
+            ),
+        })
+    }
 
     /// Claims the best due job (`run_at <= now`, by priority desc, run_at, id) whose
     /// concurrency key has no running job, for `lease`. See [`ClaimOutcome`].
-    async fn claim(&self, worker_id: &str, lease: Duration) -> Result<ClaimOutcome, StoreError>;
-
-    /// Extends the lease to database-now + `lease` if `lease_token` still holds it.
-    /// `None`: the lease is lost (reaped, released, or finished); abandon the work.
-    async fn heartbeat(
+    pub async fn claim(
         &self,
-        job_id: i64,
-        lease_token: Uuid,
+        worker_id: &str,
         lease: Duration,
-    ) -> Result<Option<DateTime<Utc>>, StoreError>;
+    ) -> Result<ClaimOutcome, StoreError> {
+        self.measured(StoreOp::Claim, async {
+            let claimed = self.claim_script(worker_id, lease).await?;
+            // The claim is committed: a failure to list key waits must not lose it.
+            let key_waits = match self.key_waits(claimed.as_ref().map(|c| &c.job)).await {
+                Ok(waits) => waits,
+                Err(err) => {
+                    tracing::warn!(error = %err, "listing concurrency key waits failed");
+                    Vec::new()
+                }
+            };
+            Ok(ClaimOutcome {
+                job: claimed,
+                key_waits,
+            })
+        })
+        .await
+    }
 
-    /// Marks the job succeeded with `result`, fenced by `lease_token`. `false`: the token
-    /// does not hold the lease and nothing changed. Idempotent: repeating a completion
-    /// that already took effect (its reply was lost) returns `true` again.
-    async fn complete(
+    async fn claim_script(
         &self,
-        job_id: i64,
-        lease_token: Uuid,
+        worker_id: &str,
+        lease: Duration,
+    ) -> Result<Option<ClaimedJob>, StoreError> {
+        let sql = self.sql();
+        let lease_us = micros(lease, "lease")?;
+        // Jobs whose claim lost a race on the running-key index in this call: another
+        // replica claimed a job with the same key between our check and our update.
+        let mut raced: Vec<i64> = Vec::new();
+        for _ in 0..MAX_RACE_RETRIES {
+            let mut tx = self.dialect.begin().await?;
+            let candidate = first(
+                tx.fetch(
+                    sql.claim_candidate,
+                    args!(Arg::Json(Some(serde_json::json!(raced)))),
+                )
+                .await?,
+            );
+            let Some(id) = candidate.map(|r| r.int("id")).transpose()? else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            let token = Uuid::new_v4();
+            let update = args!(id, worker_id, token, lease_us);
+            let attempt = match tx.fetch(sql.claim_update, update).await {
+                Ok(rows) => one(rows, "claim")?.int32("attempt")?,
+                Err(err) if err.constraint() == Some(ONE_RUNNING_PER_KEY) => {
+                    tx.rollback().await?;
+                    raced.push(id);
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let stray = args!(id, lifecycle::STRAY_ATTEMPT_ERROR);
+            tx.execute(sql.close_stray_attempts, stray).await?;
+            let start = args!(id, attempt, worker_id, token, lease_us);
+            tx.execute(sql.start_attempt, start).await?;
+            let job = job_row(&one(tx.fetch(sql.get_job, args!(id)).await?, "claim")?)?;
+            tx.commit().await?;
+            let lease_expires_at = job.lease_expires_at.ok_or_else(|| {
+                StoreError::Corrupt(format!("claimed job {} has no lease expiry", job.id))
+            })?;
+            return Ok(Some(ClaimedJob {
+                lease: Lease::new(job.id, token),
+                job,
+                lease_expires_at,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Due jobs ranked ahead of `claimed` whose key is held (see [`ClaimOutcome`]).
+    async fn key_waits(&self, claimed: Option<&Job>) -> Result<Vec<KeyWait>, StoreError> {
+        let args = args!(
+            claimed.map(|j| j.id.0),
+            Arg::Int32(claimed.map(|j| j.priority)),
+            claimed.map(|j| j.run_at),
+            MAX_KEY_WAITS
+        );
+        self.dialect
+            .fetch(self.sql().key_waits, args)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(KeyWait {
+                    job_id: JobId(r.int("id")?),
+                    table_name: r.text("table_name")?,
+                    operation: r.parsed("operation")?,
+                    concurrency_key: r.text("concurrency_key")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Extends the lease to database-now + `lease` if it still holds.
+    /// `None`: the lease is lost (reaped, released, or finished); abandon the work.
+    pub async fn heartbeat(
+        &self,
+        held: &Lease,
+        lease: Duration,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.measured(StoreOp::Heartbeat, async {
+            let args = args!(held.job.0, held.token, micros(lease, "lease")?);
+            first(self.dialect.fetch(self.sql().heartbeat, args).await?)
+                .map(|r| r.time("lease_expires_at"))
+                .transpose()
+        })
+        .await
+    }
+
+    /// Marks the job succeeded with `result`, fenced by the lease. `false`: the lease does
+    /// not hold and nothing changed. Idempotent: repeating a completion that already took
+    /// effect (its reply was lost) returns `true` again.
+    pub async fn complete(
+        &self,
+        held: &Lease,
         result: serde_json::Value,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.measured(StoreOp::Complete, async {
+            let sql = self.sql();
+            let mut tx = self.dialect.begin().await?;
+            let args = args!(held.job.0, held.token, Arg::Json(Some(result)));
+            if first(tx.fetch(sql.complete, args).await?).is_some() {
+                let close = args!(
+                    held.job.0,
+                    AttemptOutcome::Succeeded.as_str(),
+                    Arg::Text(None)
+                );
+                tx.execute(sql.close_attempt, close).await?;
+                tx.commit().await?;
+                return Ok(true);
+            }
+            tx.rollback().await?;
+            // A retry of a completion whose reply was lost finds its own successful attempt.
+            let args = args!(held.job.0, held.token);
+            Ok(!self
+                .dialect
+                .fetch(sql.completed_by_token, args)
+                .await?
+                .is_empty())
+        })
+        .await
+    }
 
-    /// Records a failed attempt, fenced by `lease_token`: requeues with backoff while
-    /// attempts remain, else `failed`. See [`FailOutcome`].
-    async fn fail(
+    /// Records a failed attempt, fenced by the lease: requeues with backoff while attempts
+    /// remain, else `failed`. See [`FailOutcome`].
+    pub async fn fail(
         &self,
-        job_id: i64,
-        lease_token: Uuid,
+        held: &Lease,
         kind: FailureKind,
         error: &str,
         retry: &RetryPolicy,
-    ) -> Result<FailOutcome, StoreError>;
+    ) -> Result<FailOutcome, StoreError> {
+        self.measured(StoreOp::Fail, async {
+            let applied = self
+                .with_requeue_retry(|mut tx| {
+                    Box::pin(async move {
+                        let result = self.fail_step(&mut tx, held, kind, error, retry).await;
+                        (tx, result)
+                    })
+                })
+                .await?;
+            Ok(match applied {
+                None => FailOutcome::LeaseLost,
+                Some(Applied::Requeued { run_at }) => FailOutcome::Retrying { run_at },
+                Some(Applied::Failed) => FailOutcome::Failed,
+                Some(Applied::Superseded { queued_job_id }) => {
+                    FailOutcome::Superseded { queued_job_id }
+                }
+            })
+        })
+        .await
+    }
+
+    async fn fail_step(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        held: &Lease,
+        kind: FailureKind,
+        error: &str,
+        retry: &RetryPolicy,
+    ) -> Result<Option<Applied>, StoreError> {
+        let Some(job) = self.lock_leased(tx, held).await? else {
+            return Ok(None);
+        };
+        self.close_attempt(tx, job.id, kind.outcome(), Some(error))
+            .await?;
+        let plan = {
+            // ThreadRng is not Send: keep it out of the awaits below.
+            let mut rng = rand::rng();
+            lifecycle::after_failure(kind, job.attempt, job.max_attempts, retry, &mut rng)
+        };
+        self.apply(tx, &job, plan, Some(error), error)
+            .await
+            .map(Some)
+    }
 
     /// Graceful shutdown: gives the job back (queued, due now, attempt not consumed) and
-    /// closes the attempt as `cancelled` with `reason`. `false`: the token did not hold
-    /// the lease. If a newer queued job exists for the same (table, operation) this job
-    /// is cancelled as superseded instead (still `true`).
-    async fn release(
-        &self,
-        job_id: i64,
-        lease_token: Uuid,
-        reason: &str,
-    ) -> Result<bool, StoreError>;
+    /// closes the attempt as `cancelled` with `reason`. `false`: the lease did not hold. If
+    /// a newer queued job exists for the same (table, operation) this job is cancelled as
+    /// superseded instead (still `true`).
+    pub async fn release(&self, held: &Lease, reason: &str) -> Result<bool, StoreError> {
+        self.measured(
+            StoreOp::Release,
+            self.give_back(held, reason, lifecycle::AFTER_RELEASE),
+        )
+        .await
+    }
 
-    /// Gives the job back like [`JobStore::release`], but due only `delay` from now (database
-    /// clock): the worker found it may not run yet (for example inside a table's overwrite
-    /// window). The attempt is closed as `cancelled` with `reason` and not consumed.
-    async fn defer(
+    /// Gives the job back like [`JobStore::release`], but due only `delay` from now
+    /// (database clock): the worker found it may not run yet (for example inside a table's
+    /// overwrite window). The attempt is closed as `cancelled` with `reason`, not consumed.
+    pub async fn defer(
         &self,
-        job_id: i64,
-        lease_token: Uuid,
+        held: &Lease,
         reason: &str,
         delay: Duration,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.measured(
+            StoreOp::Defer,
+            self.give_back(held, reason, lifecycle::after_deferral(delay)),
+        )
+        .await
+    }
 
-    /// Takes back running jobs whose lease expired more than `grace` ago (database
-    /// clock): closes the attempt as `lost_lease`, requeues (due now) or fails when out
-    /// of attempts. Safe to run from every replica at once: each job is reaped once.
-    async fn reap_expired(&self, grace: Duration) -> Result<Vec<ReapedJob>, StoreError>;
+    /// Closes the attempt as cancelled with `reason` and requeues the job by `plan`, if the
+    /// lease still holds.
+    async fn give_back(&self, held: &Lease, reason: &str, plan: Plan) -> Result<bool, StoreError> {
+        let applied = self
+            .with_requeue_retry(|mut tx| {
+                Box::pin(async move {
+                    let result = self.give_back_step(&mut tx, held, reason, plan).await;
+                    (tx, result)
+                })
+            })
+            .await?;
+        Ok(applied.is_some())
+    }
+
+    async fn give_back_step(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        held: &Lease,
+        reason: &str,
+        plan: Plan,
+    ) -> Result<Option<Applied>, StoreError> {
+        let Some(job) = self.lock_leased(tx, held).await? else {
+            return Ok(None);
+        };
+        self.close_attempt(tx, job.id, AttemptOutcome::Cancelled, Some(reason))
+            .await?;
+        self.apply(tx, &job, plan, None, reason).await.map(Some)
+    }
+
+    /// Takes back running jobs whose lease expired more than `grace` ago (database clock):
+    /// closes the attempt as `lost_lease`, requeues (due now) or fails when out of
+    /// attempts. Safe to run from every replica at once: each job is reaped once.
+    pub async fn reap_expired(&self, grace: Duration) -> Result<Vec<ReapedJob>, StoreError> {
+        self.measured(StoreOp::ReapExpired, async {
+            let grace_us = micros(grace, "grace")?;
+            let args = args!(grace_us, MAX_REAP_BATCH);
+            let candidates = self.dialect.fetch(self.sql().reap_candidates, args).await?;
+            let mut reaped = Vec::new();
+            for candidate in candidates {
+                let id = candidate.int("id")?;
+                match self.reap_one(id, grace_us).await {
+                    Ok(Some(job)) => {
+                        tracing::warn!(
+                            job_id = job.job_id.0,
+                            table = %job.table_name,
+                            operation = %job.operation,
+                            worker_id = %job.worker_id,
+                            attempt = job.attempt,
+                            requeued = job.requeued,
+                            "reaped a job whose lease expired"
+                        );
+                        reaped.push(job);
+                    }
+                    Ok(None) => {}
+                    // The database is gone: stop, the next round retries everything.
+                    Err(err) if err.is_retryable() => return Err(err),
+                    // One bad row must not stop the reaper for every other job.
+                    Err(err) => tracing::error!(job_id = id, error = %err, "reaping a job failed"),
+                }
+            }
+            Ok(reaped)
+        })
+        .await
+    }
+
+    async fn reap_one(&self, id: i64, grace_us: i64) -> Result<Option<ReapedJob>, StoreError> {
+        self.with_requeue_retry(|mut tx| {
+            Box::pin(async move {
+                let result = self.reap_step(&mut tx, id, grace_us).await;
+                (tx, result)
+            })
+        })
+        .await
+    }
+
+    async fn reap_step(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        id: i64,
+        grace_us: i64,
+    ) -> Result<Option<ReapedJob>, StoreError> {
+        // Re-checked under the row lock: the worker may have renewed, or another
+        // replica's reaper may hold or have finished this job.
+        let args = args!(id, grace_us);
+        let Some(job) = first(tx.fetch(self.sql().lock_expired, args).await?)
+            .as_ref()
+            .map(job_row)
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let worker_id = job.worker_id.clone().unwrap_or_default();
+        let expiry = job.lease_expires_at.unwrap_or(job.run_at);
+        let attempt_error = lifecycle::lost_lease_error(&worker_id, expiry);
+        self.close_attempt(tx, job.id, AttemptOutcome::LostLease, Some(&attempt_error))
+            .await?;
+        let plan = lifecycle::after_lost_lease(job.attempt, job.max_attempts);
+        let fail_error =
+            lifecycle::lost_lease_exhausted_error(&attempt_error, job.attempt, job.max_attempts);
+        let applied = self
+            .apply(tx, &job, plan, Some(&attempt_error), &fail_error)
+            .await?;
+        Ok(Some(ReapedJob {
+            job_id: job.id,
+            table_name: job.table_name,
+            operation: job.operation,
+            worker_id,
+            attempt: job.attempt,
+            lease_expires_at: expiry,
+            requeued: matches!(applied, Applied::Requeued { .. }),
+            superseded_by: match applied {
+                Applied::Superseded { queued_job_id } => Some(queued_job_id),
+                _ => None,
+            },
+        }))
+    }
 
     /// Cancels a queued job. `false` if the job exists but is not queued: a running job
-    /// cannot be cancelled here, because only its worker may stop its operation (it
-    /// holds the lease); it finishes or fails on its own. `NotFound` if there is no such
-    /// job.
-    async fn cancel(&self, job_id: i64) -> Result<bool, StoreError>;
+    /// cannot be cancelled here, because only its worker may stop its operation (it holds
+    /// the lease); it finishes or fails on its own. `NotFound` if there is no such job.
+    pub async fn cancel(&self, id: JobId) -> Result<bool, StoreError> {
+        self.measured(StoreOp::Cancel, async {
+            let args = args!(id.0, lifecycle::CANCELLED_WHILE_QUEUED);
+            if self.dialect.execute(self.sql().cancel_queued, args).await? == 1 {
+                return Ok(true);
+            }
+            match self.first_job(self.sql().get_job, args!(id.0)).await? {
+                Some(_) => Ok(false),
+                None => Err(StoreError::NotFound { id }),
+            }
+        })
+        .await
+    }
 
-    async fn get_job(&self, id: i64) -> Result<Option<Job>, StoreError>;
+    // ------------------------------------------------------- transaction steps
+
+    /// Runs `body` in a transaction, retrying when it lost a race on the queued index.
+    /// `body` returns `Ok(None)` to roll back and stop (e.g. the lease is gone).
+    async fn with_requeue_retry<'a, T>(
+        &'a self,
+        mut body: impl FnMut(Box<dyn Tx>) -> TxBody<'a, T>,
+    ) -> Result<Option<T>, StoreError> {
+        for _ in 0..MAX_RACE_RETRIES {
+            let tx = self.dialect.begin().await?;
+            let (tx, result) = body(tx).await;
+            match result {
+                Ok(Some(value)) => {
+                    tx.commit().await?;
+                    return Ok(Some(value));
+                }
+                Ok(None) => {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                Err(err) if err.constraint() == Some(ONE_QUEUED_PER_TABLE_OPERATION) => {
+                    tx.rollback().await?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(StoreError::Contention {
+            detail: "requeue kept colliding with concurrent enqueues".to_owned(),
+        })
+    }
+
+    /// The job, locked, if `held` still holds its lease.
+    async fn lock_leased(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        held: &Lease,
+    ) -> Result<Option<Job>, StoreError> {
+        let args = args!(held.job.0, held.token);
+        first(tx.fetch(self.sql().lock_leased, args).await?)
+            .as_ref()
+            .map(job_row)
+            .transpose()
+    }
+
+    async fn close_attempt(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        id: JobId,
+        outcome: AttemptOutcome,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let args = args!(id.0, outcome.as_str(), error);
+        tx.execute(self.sql().close_attempt, args).await.map(drop)
+    }
+
+    /// Executes `plan` for `job` (locked, attempt already closed) inside `tx`.
+    /// `requeue_error`: new `jobs.error` when requeued (`None` keeps it); `fail_error`:
+    /// `jobs.error` when failed.
+    ///
+    /// A job enqueued between our check and our update makes the update hit the queued
+    /// index; [`Self::with_requeue_retry`] then runs the whole transaction again.
+    async fn apply(
+        &self,
+        tx: &mut Box<dyn Tx>,
+        job: &Job,
+        plan: Plan,
+        requeue_error: Option<&str>,
+        fail_error: &str,
+    ) -> Result<Applied, StoreError> {
+        let sql = self.sql();
+        let finish =
+            |state: JobState, error: String| args!(job.id.0, state.as_str(), error.as_str());
+        match plan {
+            Plan::Fail => {
+                tx.execute(sql.finish, finish(JobState::Failed, fail_error.to_owned()))
+                    .await?;
+                Ok(Applied::Failed)
+            }
+            Plan::Requeue {
+                delay,
+                give_back_attempt,
+            } => {
+                let args = args!(job.table_name.as_str(), job.operation.as_str(), job.id.0);
+                if let Some(other) = first(tx.fetch(sql.other_queued, args).await?) {
+                    let queued_job_id = JobId(other.int("id")?);
+                    let error = lifecycle::superseded_error(queued_job_id);
+                    tx.execute(sql.finish, finish(JobState::Cancelled, error))
+                        .await?;
+                    return Ok(Applied::Superseded { queued_job_id });
+                }
+                // Delays come from RetryPolicy (capped) or are zero; saturate rather than
+                // fail on an absurd cap.
+                let delay_us = i64::try_from(delay.as_micros()).unwrap_or(i64::MAX / 2);
+                let args = args!(
+                    job.id.0,
+                    delay_us,
+                    i32::from(give_back_attempt),
+                    requeue_error
+                );
+                let run_at = one(tx.fetch(sql.requeue, args).await?, "requeue")?.time("run_at")?;
+                Ok(Applied::Requeued { run_at })
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ reads
+
+    pub async fn get_job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
+        self.measured(
+            StoreOp::GetJob,
+            self.first_job(self.sql().get_job, args!(id.0)),
+        )
+        .await
+    }
 
     /// Jobs matching `filter`, newest (highest id) first.
-    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError>;
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, StoreError> {
+        let args = args!(
+            filter.table.as_deref(),
+            filter.state.map(JobState::as_str),
+            filter.clamped_limit()
+        );
+        self.measured(StoreOp::ListJobs, self.jobs(self.sql().list_jobs, args))
+            .await
+    }
 
     /// The attempts of a job, oldest first. `NotFound` if there is no such job.
-    async fn attempts(&self, job_id: i64) -> Result<Vec<Attempt>, StoreError>;
+    pub async fn attempts(&self, id: JobId) -> Result<Vec<Attempt>, StoreError> {
+        self.measured(StoreOp::Attempts, async {
+            let attempts = self
+                .dialect
+                .fetch(self.sql().attempts, args!(id.0))
+                .await?
+                .iter()
+                .map(attempt_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            if attempts.is_empty()
+                && self
+                    .first_job(self.sql().get_job, args!(id.0))
+                    .await?
+                    .is_none()
+            {
+                return Err(StoreError::NotFound { id });
+            }
+            Ok(attempts)
+        })
+        .await
+    }
 
     /// Number of jobs per state; every state is present (0 if none).
-    async fn counts_by_state(&self) -> Result<BTreeMap<JobState, i64>, StoreError>;
+    pub async fn counts_by_state(&self) -> Result<BTreeMap<JobState, i64>, StoreError> {
+        self.measured(StoreOp::CountsByState, async {
+            let mut counts: BTreeMap<JobState, i64> =
+                JobState::ALL.iter().map(|state| (*state, 0)).collect();
+            for r in self
+                .dialect
+                .fetch(self.sql().counts_by_state, args!())
+                .await?
+            {
+                counts.insert(r.parsed("state")?, r.int("n")?);
+            }
+            Ok(counts)
+        })
+        .await
+    }
 
     /// The latest successful finish per (table, operation), ordered by table, operation.
-    async fn last_success(&self) -> Result<Vec<LastSuccess>, StoreError>;
+    pub async fn last_success(&self) -> Result<Vec<LastSuccess>, StoreError> {
+        self.measured(StoreOp::LastSuccess, async {
+            self.dialect
+                .fetch(self.sql().last_success, args!())
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(LastSuccess {
+                        table_name: r.text("table_name")?,
+                        operation: r.parsed("operation")?,
+                        finished_at: r.time("finished_at")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
 
     /// Failed attempts per (table, operation) since its last successful attempt, whichever
-    /// replica ran them; pairs without such failures are left out. Ordered by table, operation.
-    async fn failure_streaks(&self) -> Result<Vec<FailureStreak>, StoreError>;
+    /// replica ran them; pairs without such failures are left out. Ordered by table,
+    /// operation.
+    pub async fn failure_streaks(&self) -> Result<Vec<FailureStreak>, StoreError> {
+        self.measured(StoreOp::FailureStreaks, async {
+            self.dialect
+                .fetch(self.sql().failure_streaks, args!())
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(FailureStreak {
+                        table_name: r.text("table_name")?,
+                        operation: r.parsed("operation")?,
+                        failures: r.int("failures")?,
+                        last_failed_at: r.time("last_failed_at")?,
+                        last_error: r.opt_text("last_error")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
 
     /// The newest job of each operation on `table`, ordered by operation.
-    async fn latest_jobs_for_table(&self, table: &str) -> Result<Vec<Job>, StoreError>;
+    pub async fn latest_jobs_for_table(&self, table: &str) -> Result<Vec<Job>, StoreError> {
+        self.measured(
+            StoreOp::LatestJobsForTable,
+            self.jobs(self.sql().latest_jobs_for_table, args!(table)),
+        )
+        .await
+    }
 
     /// Running jobs, oldest start first.
-    async fn running_jobs(&self) -> Result<Vec<Job>, StoreError>;
+    pub async fn running_jobs(&self) -> Result<Vec<Job>, StoreError> {
+        self.measured(
+            StoreOp::RunningJobs,
+            self.jobs(self.sql().running_jobs, args!()),
+        )
+        .await
+    }
 
-    /// Copies commits of `table` into `table_commits`. Versions already recorded (by this or
-    /// another replica) are left untouched. Returns how many rows were new.
-    async fn record_commits(&self, table: &str, commits: &[CommitRow]) -> Result<u64, StoreError>;
+    /// Records an API pause (`true`) or resume (`false`) of a table for every replica.
+    pub async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError> {
+        self.measured(StoreOp::SetPaused, async {
+            let args = args!(table, paused);
+            self.dialect
+                .execute(self.sql().set_paused, args)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Pause overrides set through the API, by table name.
+    pub async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
+        self.measured(StoreOp::PausedOverrides, async {
+            self.dialect
+                .fetch(self.sql().paused_overrides, args!())
+                .await?
+                .iter()
+                .map(|r| Ok((r.text("table_name")?, r.bool("paused")?)))
+                .collect()
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------------ history
+
+    /// Copies commits of `table` into `table_commits`. Versions already recorded (by this
+    /// or another replica) are left untouched. Returns how many rows were new.
+    pub async fn record_commits(
+        &self,
+        table: &str,
+        commits: &[CommitRow],
+    ) -> Result<u64, StoreError> {
+        self.measured(StoreOp::RecordCommits, async {
+            let mut inserted = 0;
+            for batch in commits.chunks(HISTORY_BATCH) {
+                let mut tx = self.dialect.begin().await?;
+                for c in batch {
+                    let args = args!(
+                        table,
+                        c.version,
+                        c.timestamp,
+                        c.operation.as_deref(),
+                        Arg::Json(c.operation_parameters.clone()),
+                        Arg::Json(c.operation_metrics.clone()),
+                        c.engine_info.as_deref(),
+                        c.user_name.as_deref(),
+                        c.is_blind_append
+                    );
+                    inserted += tx.execute(self.sql().insert_commit, args).await?;
+                }
+                tx.commit().await?;
+            }
+            Ok(inserted)
+        })
+        .await
+    }
 
     /// The recorded history of `table`, newest first: at most `limit` (clamped to
     /// 1..=[`crate::MAX_HISTORY_LIMIT`]) commits with a version below `before`, if given.
-    async fn history(
+    pub async fn history(
         &self,
         table: &str,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<Vec<CommitRow>, StoreError>;
+    ) -> Result<Vec<CommitRow>, StoreError> {
+        self.measured(StoreOp::History, async {
+            let args = args!(table, before, clamp_history_limit(limit));
+            self.dialect
+                .fetch(self.sql().history, args)
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(CommitRow {
+                        version: r.int("version")?,
+                        timestamp: r.time("timestamp")?,
+                        operation: r.opt_text("operation")?,
+                        operation_parameters: r.opt_json("operation_parameters")?,
+                        operation_metrics: r.opt_json("operation_metrics")?,
+                        engine_info: r.opt_text("engine_info")?,
+                        user_name: r.opt_text("user_name")?,
+                        is_blind_append: r.opt_bool("is_blind_append")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
 
     /// The versions of `table` recorded without a hole from its oldest recorded one:
     /// `(oldest, through)`. `None` when nothing is recorded. Log cleanup deletes only these.
-    async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError>;
+    pub async fn recorded_range(&self, table: &str) -> Result<Option<(i64, i64)>, StoreError> {
+        self.measured(StoreOp::RecordedRange, async {
+            let rows = self
+                .dialect
+                .fetch(self.sql().recorded_range, args!(table))
+                .await?;
+            let r = one(rows, "recorded range")?;
+            Ok(r.opt_int("oldest")?.zip(r.opt_int("through")?))
+        })
+        .await
+    }
 
     /// Version ranges (inclusive) missing from the recorded history of `table` between
     /// version 0 and the newest recorded one: commits cleaned up from the log before any
     /// replica could record them. Ascending.
-    async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError>;
+    pub async fn history_gaps(&self, table: &str) -> Result<Vec<(i64, i64)>, StoreError> {
+        self.measured(StoreOp::HistoryGaps, async {
+            self.dialect
+                .fetch(self.sql().history_gaps, args!(table))
+                .await?
+                .iter()
+                .map(|r| Ok((r.int("gap_from")?, r.int("gap_to")?)))
+                .collect()
+        })
+        .await
+    }
 
     /// Records stale writes: new ones are inserted; for known ones, a missing row count and
     /// the repair commit are filled in. Returns how many were new.
-    async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError>;
+    pub async fn record_stale_writes(&self, writes: &[StaleWriteRow]) -> Result<u64, StoreError> {
+        self.measured(StoreOp::RecordStaleWrites, async {
+            let sql = self.sql();
+            let mut inserted = 0;
+            let mut tx = self.dialect.begin().await?;
+            for w in writes {
+                let args = args!(
+                    w.table_name.as_str(),
+                    w.version,
+                    w.committed_at,
+                    w.operation.as_deref(),
+                    w.engine_info.as_deref(),
+                    Arg::Json(Some(serde_json::json!(w.rewrite_versions))),
+                    w.files,
+                    Arg::Json(Some(serde_json::json!(w.sample_files))),
+                    w.rows,
+                    w.over_repair,
+                    w.repaired_by
+                );
+                inserted += tx.execute(sql.insert_stale_write, args).await?;
+                let args = args!(w.table_name.as_str(), w.version, w.rows, w.repaired_by);
+                tx.execute(sql.update_stale_write, args).await?;
+            }
+            tx.commit().await?;
+            Ok(inserted)
+        })
+        .await
+    }
 
     /// Recorded stale writes of `table` (every table when `None`), by table then version.
-    async fn stale_writes(&self, table: Option<&str>) -> Result<Vec<StaleWriteRow>, StoreError>;
+    pub async fn stale_writes(
+        &self,
+        table: Option<&str>,
+    ) -> Result<Vec<StaleWriteRow>, StoreError> {
+        self.measured(StoreOp::StaleWrites, async {
+            self.dialect
+                .fetch(self.sql().stale_writes, args!(table))
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(StaleWriteRow {
+                        table_name: r.text("table_name")?,
+                        version: r.int("version")?,
+                        committed_at: r.opt_time("committed_at")?,
+                        operation: r.opt_text("operation")?,
+                        engine_info: r.opt_text("engine_info")?,
+                        rewrite_versions: r.json_as("rewrite_versions")?,
+                        files: r.int("files")?,
+                        sample_files: r.json_as("sample_files")?,
+                        rows: r.opt_int("rows")?,
+                        over_repair: r.bool("over_repair")?,
+                        repaired_by: r.opt_int("repaired_by")?,
+                        detected_at: r.opt_time("detected_at")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
 
-    /// Records an API pause (`true`) or resume (`false`) of a table for every replica.
-    async fn set_paused(&self, table: &str, paused: bool) -> Result<(), StoreError>;
-
-    /// Pause overrides set through the API, by table name.
-    async fn paused_overrides(&self) -> Result<BTreeMap<String, bool>, StoreError>;
-
-    async fn close(&self);
-}
-
-/// Default [`StoreOptions::call_timeout`]: far above any statement the store runs (they
-/// take milliseconds), far below the kernel's TCP retransmission limit.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Connection settings shared by both backends.
-#[derive(Clone)]
-pub struct StoreOptions {
-    /// Pool size. SQLite in-memory databases always use 1 (a second connection would
-    /// see a different database).
-    pub max_connections: u32,
-    /// How long a call waits for a pooled connection before failing with `Unavailable`.
-    pub acquire_timeout: Duration,
-    /// Do not connect until the first call. `connect` then succeeds even while the
-    /// database is down, and `ping` reports when it is reachable.
-    pub connect_lazily: bool,
-    /// Longest any call (except `migrate`) may take before it fails with `Unavailable`.
-    /// sqlx has no query timeout and sets no TCP keepalive, so without this a call on a
-    /// connection whose peer vanished silently (a network partition, a dropped NAT entry)
-    /// would wait for the kernel to give up, which takes up to 15 minutes, holding its
-    /// worker all that time. `None` waits forever.
-    pub call_timeout: Option<Duration>,
-    /// Told about every call (operation, duration, error): hook for metrics.
-    pub observer: Option<Arc<dyn StoreObserver>>,
-}
-
-impl fmt::Debug for StoreOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StoreOptions")
-            .field("max_connections", &self.max_connections)
-            .field("acquire_timeout", &self.acquire_timeout)
-            .field("connect_lazily", &self.connect_lazily)
-            .field("call_timeout", &self.call_timeout)
-            .field("observer", &self.observer.is_some())
-            .finish()
+    /// Closes the connection pool; calls after this fail as unavailable.
+    pub async fn close(&self) {
+        self.dialect.close().await;
     }
 }
 
-impl Default for StoreOptions {
-    fn default() -> Self {
-        Self {
-            // sqlx's default pool size; a replica runs a handful of workers, each holding
-            // a connection only for one short statement at a time.
-            max_connections: 10,
-            // Short, so /readyz and the worker loops notice an outage within seconds
-            // instead of queueing behind a dead database.
-            acquire_timeout: Duration::from_secs(5),
-            connect_lazily: false,
-            call_timeout: Some(DEFAULT_CALL_TIMEOUT),
-            observer: None,
-        }
-    }
+/// A transaction body: it gets the transaction and hands it back with what it did, so it
+/// may borrow the store and the caller's arguments.
+type TxBody<'a, T> = std::pin::Pin<
+    Box<dyn Future<Output = (Box<dyn Tx>, Result<Option<T>, StoreError>)> + Send + 'a>,
+>;
+
+fn first(rows: Vec<Record>) -> Option<Record> {
+    rows.into_iter().next()
 }
 
-/// Opens the store named by `url`:
-/// `postgres://...` or `postgresql://...` → Postgres;
-/// `sqlite://PATH` (created if missing, WAL mode) or `sqlite::memory:` → SQLite.
-///
-/// Does not migrate: call [`JobStore::migrate`]. Every call of the returned store goes
-/// through one wrapper that times it and reports it to `opts.observer`.
-pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn JobStore>, StoreError> {
-    let observer = opts.observer.clone();
-    let inner: Arc<dyn JobStore> = match scheme_of(url)? {
-        Backend::Postgres => Arc::new(PgJobStore::connect(url, &opts).await?),
-        Backend::Sqlite => Arc::new(SqliteJobStore::connect(url, &opts).await?),
-    };
-    Ok(Arc::new(ObservedStore::new(
-        inner,
-        observer,
-        opts.call_timeout,
-    )))
+/// The one row a statement must return.
+fn one(rows: Vec<Record>, what: &str) -> Result<Record, StoreError> {
+    first(rows).ok_or_else(|| StoreError::Corrupt(format!("{what} returned no row")))
 }
 
-/// The backend a URL names, or a `Config` error saying which URLs work.
-pub fn scheme_of(url: &str) -> Result<Backend, StoreError> {
-    let url = url.trim();
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Backend::Postgres)
-    } else if url.starts_with("sqlite:") {
-        Ok(Backend::Sqlite)
-    } else {
-        let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-        let reason = if scheme.is_empty() {
-            "no scheme".to_owned()
-        } else {
-            format!("unsupported scheme `{scheme}`")
-        };
-        Err(StoreError::config(url, reason))
-    }
+/// A duration as whole microseconds (Postgres timestamp precision).
+fn micros(duration: Duration, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(duration.as_micros())
+        .map_err(|_| StoreError::InvalidInput(format!("`{what}` of {duration:?} is too long")))
+}
+
+/// A row of `jobs`.
+fn job_row(r: &Record) -> Result<Job, StoreError> {
+    Ok(Job {
+        id: JobId(r.int("id")?),
+        table_name: r.text("table_name")?,
+        operation: r.parsed("operation")?,
+        concurrency_key: r.text("concurrency_key")?,
+        state: r.parsed("state")?,
+        trigger: r.parsed("trigger")?,
+        priority: r.int32("priority")?,
+        run_at: r.time("run_at")?,
+        attempt: r.int32("attempt")?,
+        max_attempts: r.int32("max_attempts")?,
+        worker_id: r.opt_text("worker_id")?,
+        lease_token: r.opt_uuid("lease_token")?,
+        lease_expires_at: r.opt_time("lease_expires_at")?,
+        created_at: r.time("created_at")?,
+        started_at: r.opt_time("started_at")?,
+        finished_at: r.opt_time("finished_at")?,
+        result: r.opt_json("result")?,
+        error: r.opt_text("error")?,
+    })
+}
+
+/// A row of `job_attempts`.
+fn attempt_row(r: &Record) -> Result<Attempt, StoreError> {
+    Ok(Attempt {
+        id: r.int("id")?,
+        job_id: JobId(r.int("job_id")?),
+        attempt: r.int32("attempt")?,
+        worker_id: r.text("worker_id")?,
+        lease_token: r.opt_uuid("lease_token")?,
+        started_at: r.time("started_at")?,
+        finished_at: r.opt_time("finished_at")?,
+        outcome: r.opt_parsed("outcome")?,
+        error: r.opt_text("error")?,
+    })
 }
 
 #[cfg(test)]
@@ -286,23 +1217,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schemes_pick_the_backend() {
-        for url in ["postgres://u@h/db", "postgresql://u:p@h:5432/db"] {
-            assert_eq!(scheme_of(url).unwrap(), Backend::Postgres);
-        }
-        for url in [
-            "sqlite://tk.db",
-            "sqlite:///var/lib/tk.db",
-            "sqlite::memory:",
-        ] {
-            assert_eq!(scheme_of(url).unwrap(), Backend::Sqlite);
-        }
-        let err = scheme_of("mysql://u:secret@h/db").unwrap_err().to_string();
-        assert!(err.contains("unsupported scheme `mysql`"), "{err}");
-        assert!(!err.contains("secret"), "{err}");
-        assert!(scheme_of("/var/lib/tk.db")
-            .unwrap_err()
-            .to_string()
-            .contains("no scheme"));
+    fn micros_refuses_absurd_durations() {
+        assert_eq!(
+            micros(Duration::from_millis(1500), "lease").unwrap(),
+            1_500_000
+        );
+        assert!(micros(Duration::MAX, "lease").is_err());
+    }
+
+    #[test]
+    fn every_store_op_has_a_distinct_label() {
+        let names: std::collections::BTreeSet<_> =
+            StoreOp::ALL.iter().map(|op| op.as_str()).collect();
+        assert_eq!(names.len(), StoreOp::ALL.len());
     }
 }

@@ -25,8 +25,10 @@ use std::sync::Arc;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
+use crate::connect::connect;
 use crate::error::StoreError;
-use crate::store::{connect, JobStore, StoreOptions};
+use crate::options::StoreOptions;
+use crate::store::JobStore;
 
 /// Environment variable naming the Postgres server for tests (any database on it; the
 /// user must be allowed to create databases).
@@ -94,7 +96,7 @@ impl TestDatabase {
     }
 
     /// A store on this database, migrated.
-    pub async fn connect_store(&self) -> Result<Arc<dyn JobStore>, StoreError> {
+    pub async fn connect_store(&self) -> Result<Arc<JobStore>, StoreError> {
         self.connect_store_with(StoreOptions::default()).await
     }
 
@@ -102,7 +104,7 @@ impl TestDatabase {
     pub async fn connect_store_with(
         &self,
         opts: StoreOptions,
-    ) -> Result<Arc<dyn JobStore>, StoreError> {
+    ) -> Result<Arc<JobStore>, StoreError> {
         let store = connect(&self.url, opts).await?;
         store.migrate().await?;
         Ok(store)

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use sqlx::{Connection, PgConnection, SqlitePool};
 use tablekeeper_store::testing::{base_url, TestDatabase};
 use tablekeeper_store::{
-    connect, Backend, JobState, NewJob, StoreError, StoreObserver, StoreOp, StoreOptions, Trigger,
+    connect, Backend, JobId, JobState, NewJob, Operation, StoreError, StoreObserver, StoreOp,
+    StoreOptions, Trigger,
 };
 
 fn quick() -> StoreOptions {
@@ -74,7 +75,7 @@ async fn pool_recovers_when_the_server_drops_its_sessions() {
     let db = TestDatabase::create().await.unwrap();
     let store = db.connect_store_with(quick()).await.unwrap();
     store
-        .enqueue(NewJob::new("a", "compact", Trigger::Schedule))
+        .enqueue(NewJob::new("a", Operation::Compact, Trigger::Schedule))
         .await
         .unwrap();
 
@@ -130,7 +131,11 @@ async fn sqlite_in_memory_is_one_database_for_the_whole_pool() {
         let store = store.clone();
         async move {
             store
-                .enqueue(NewJob::new(format!("t{i}"), "vacuum", Trigger::Manual))
+                .enqueue(NewJob::new(
+                    format!("t{i}"),
+                    Operation::Vacuum,
+                    Trigger::Manual,
+                ))
                 .await
                 .unwrap()
         }
@@ -176,11 +181,11 @@ async fn observer_sees_every_call_and_its_errors() {
     let store = connect("sqlite::memory:", opts).await.unwrap();
     store.migrate().await.unwrap();
     store
-        .enqueue(NewJob::new("a", "compact", Trigger::Schedule))
+        .enqueue(NewJob::new("a", Operation::Compact, Trigger::Schedule))
         .await
         .unwrap();
     store.claim("w", Duration::from_secs(5)).await.unwrap();
-    assert!(store.cancel(42).await.is_err());
+    assert!(store.cancel(JobId(42)).await.is_err());
     let seen = recorder.0.lock().unwrap().clone();
     assert_eq!(
         seen,

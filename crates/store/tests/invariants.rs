@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::Harness;
 use sqlx::{Executor, PgPool, SqlitePool};
-use tablekeeper_store::{JobState, Trigger};
+use tablekeeper_store::{JobId, JobState, Lease, Trigger};
 
 /// The eight columns an operator has to give to enqueue by hand.
 const OPERATOR_INSERT_PG: &str = "\
@@ -185,7 +185,7 @@ async fn sqlite_refuses_second_running_job_per_key_and_second_queued_job_per_tab
 /// An operator enqueues with the eight documented columns; tablekeeper claims and
 /// finishes the job like any other.
 async fn operator_insert_is_a_normal_job(harness: Harness, insert: &str) {
-    let id: i64 = match harness.store.backend() {
+    let id: JobId = JobId(match harness.store.backend() {
         tablekeeper_store::Backend::Postgres => {
             let pool = PgPool::connect(&harness.url).await.unwrap();
             let id = sqlx::query_scalar(insert).fetch_one(&pool).await.unwrap();
@@ -198,7 +198,7 @@ async fn operator_insert_is_a_normal_job(harness: Harness, insert: &str) {
             pool.close().await;
             id
         }
-    };
+    });
     let store = &harness.store;
     let job = store.get_job(id).await.unwrap().expect("inserted job");
     assert_eq!(job.state, JobState::Queued);
@@ -216,8 +216,7 @@ async fn operator_insert_is_a_normal_job(harness: Harness, insert: &str) {
     assert_eq!(claimed.job.attempt, 1);
     assert!(store
         .complete(
-            id,
-            claimed.lease_token,
+            &Lease::new(id, claimed.lease.token),
             serde_json::json!({"files_rewritten": 3})
         )
         .await

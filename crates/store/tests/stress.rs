@@ -35,8 +35,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tablekeeper_store::lease::LeaseClock;
 use tablekeeper_store::{
-    default_reap_grace, AttemptOutcome, FailOutcome, FailureKind, JobFilter, JobState, JobStore,
-    NewJob, RetryPolicy, Trigger, OPERATIONS,
+    default_reap_grace, AttemptOutcome, FailOutcome, FailureKind, JobFilter, JobId, JobState,
+    JobStore, Lease, NewJob, Operation, RetryPolicy, Trigger,
 };
 use uuid::Uuid;
 
@@ -86,7 +86,7 @@ struct Record {
 /// The old owner's writes after its job was taken over.
 #[derive(Debug)]
 struct StaleCheck {
-    job_id: i64,
+    job_id: JobId,
     completed: bool,
     renewed: bool,
     failed: FailOutcome,
@@ -105,19 +105,14 @@ fn record<T>(shared: &Shared, f: impl FnOnce(&mut Record) -> T) -> T {
 fn new_job(i: usize, cfg: &StressConfig) -> NewJob {
     NewJob::new(
         format!("t{i:05}"),
-        OPERATIONS[i % OPERATIONS.len()],
+        Operation::ALL[i % Operation::ALL.len()],
         Trigger::Schedule,
     )
     .with_concurrency_key(format!("key:{:02}", i % cfg.keys))
     .with_max_attempts(cfg.max_attempts)
 }
 
-async fn enqueuer(
-    store: Arc<dyn JobStore>,
-    replica: usize,
-    cfg: Arc<StressConfig>,
-    shared: Shared,
-) {
+async fn enqueuer(store: Arc<JobStore>, replica: usize, cfg: Arc<StressConfig>, shared: Shared) {
     let own = (0..cfg.jobs).filter(|i| i % cfg.replicas == replica);
     let neighbour = (0..cfg.jobs).filter(|i| i % cfg.replicas == (replica + 1) % cfg.replicas);
     // Each job twice: by its own replica and by the previous one (with one replica,
@@ -135,7 +130,7 @@ async fn enqueuer(
 }
 
 async fn reaper(
-    store: Arc<dyn JobStore>,
+    store: Arc<JobStore>,
     cfg: Arc<StressConfig>,
     shared: Shared,
     stop: Arc<AtomicBool>,
@@ -151,7 +146,7 @@ async fn reaper(
 
 #[allow(clippy::too_many_arguments)]
 async fn worker(
-    store: Arc<dyn JobStore>,
+    store: Arc<JobStore>,
     name: String,
     cfg: Arc<StressConfig>,
     shared: Shared,
@@ -179,7 +174,7 @@ async fn worker(
         };
         let start = Instant::now();
         let id = claimed.job.id;
-        let token = claimed.lease_token;
+        let token = claimed.lease.token;
         let key = claimed.job.concurrency_key.clone();
         let mut clock = LeaseClock::new(claim_sent, cfg.lease);
 
@@ -218,7 +213,7 @@ async fn worker(
             }
             if now >= clock.next_heartbeat() {
                 let sent = Instant::now();
-                match store.heartbeat(id, token, cfg.lease).await {
+                match store.heartbeat(&Lease::new(id, token), cfg.lease).await {
                     Ok(Some(_)) => clock.renewed(sent),
                     Ok(None) => {
                         abandoned = true;
@@ -261,14 +256,14 @@ async fn worker(
                     FailureKind::Conflict
                 };
                 let failed = store
-                    .fail(id, token, kind, "simulated failure", &retry)
+                    .fail(&Lease::new(id, token), kind, "simulated failure", &retry)
                     .await
                     .expect("fail");
                 record(&shared, |r| r.failures_reported += 1);
                 failed != FailOutcome::LeaseLost
             }
             _ => store
-                .complete(id, token, json!({ "worker": name }))
+                .complete(&Lease::new(id, token), json!({ "worker": name }))
                 .await
                 .expect("complete"),
         };
@@ -281,8 +276,8 @@ async fn worker(
 /// The partitioned worker comes back after its job was taken over and tries every
 /// write with its old token.
 async fn stale_writes(
-    store: Arc<dyn JobStore>,
-    id: i64,
+    store: Arc<JobStore>,
+    id: JobId,
     token: Uuid,
     lease: Duration,
     shared: Shared,
@@ -303,21 +298,33 @@ async fn stale_writes(
     let check = StaleCheck {
         job_id: id,
         completed: store
-            .complete(id, token, json!({"stale": true}))
+            .complete(&Lease::new(id, token), json!({"stale": true}))
             .await
             .unwrap(),
-        renewed: store.heartbeat(id, token, lease).await.unwrap().is_some(),
+        renewed: store
+            .heartbeat(&Lease::new(id, token), lease)
+            .await
+            .unwrap()
+            .is_some(),
         failed: store
-            .fail(id, token, FailureKind::Failed, "stale failure", &retry)
+            .fail(
+                &Lease::new(id, token),
+                FailureKind::Failed,
+                "stale failure",
+                &retry,
+            )
             .await
             .unwrap(),
-        released: store.release(id, token, "stale release").await.unwrap(),
+        released: store
+            .release(&Lease::new(id, token), "stale release")
+            .await
+            .unwrap(),
     };
     record(&shared, |r| r.stale_checks.push(check));
 }
 
 /// Every job id from 1 to the newest (ids have gaps: a coalesced insert may consume one).
-async fn all_jobs(store: &dyn JobStore) -> Vec<tablekeeper_store::Job> {
+async fn all_jobs(store: &JobStore) -> Vec<tablekeeper_store::Job> {
     let newest = store
         .list_jobs(&JobFilter {
             limit: 1,
@@ -325,10 +332,10 @@ async fn all_jobs(store: &dyn JobStore) -> Vec<tablekeeper_store::Job> {
         })
         .await
         .unwrap();
-    let max_id = newest.first().map_or(0, |j| j.id);
+    let max_id = newest.first().map_or(0, |j| j.id.0);
     let mut jobs = Vec::new();
     for id in 1..=max_id {
-        if let Some(job) = store.get_job(id).await.unwrap() {
+        if let Some(job) = store.get_job(JobId(id)).await.unwrap() {
             jobs.push(job);
         }
     }

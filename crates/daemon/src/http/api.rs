@@ -216,7 +216,7 @@ pub async fn trigger_job(
         )));
     }
     let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
-    tracing::info!(table = %name, operation = %op, job_id, created, "manual trigger accepted");
+    tracing::info!(table = %name, operation = %op, job_id = job_id.0, created, "manual trigger accepted");
     let job = rt
         .store
         .get_job(job_id)

@@ -79,7 +79,7 @@ pub async fn page(State(rt): State<Arc<Runtime>>) -> Html<String> {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
                 j.id,
                 esc(&j.table_name),
-                esc(&j.operation),
+                j.operation.as_str(),
                 j.trigger.as_str(),
                 j.attempt,
                 j.max_attempts,

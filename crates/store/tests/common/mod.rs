@@ -14,7 +14,7 @@ pub enum Backing {
 }
 
 pub struct Harness {
-    pub store: Arc<dyn JobStore>,
+    pub store: Arc<JobStore>,
     pub url: String,
     backing: Backing,
 }
@@ -46,7 +46,7 @@ impl Harness {
     }
 
     /// Another, independent connection pool on the same database (a "replica").
-    pub async fn replica(&self, max_connections: u32) -> Arc<dyn JobStore> {
+    pub async fn replica(&self, max_connections: u32) -> Arc<JobStore> {
         let opts = StoreOptions {
             max_connections,
             ..StoreOptions::default()

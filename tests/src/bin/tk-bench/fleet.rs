@@ -32,7 +32,7 @@ use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
 use tablekeeper_delta::{ProbeOptions, Prober};
 use tablekeeper_inventory::defaults::COMPACTION_TARGET_FILE_SIZE;
 use tablekeeper_store::testing::TestDatabase;
-use tablekeeper_store::{connect, NewJob, StoreOptions, Trigger};
+use tablekeeper_store::{connect, NewJob, Operation, StoreOptions, Trigger};
 
 use crate::util::{cpu_seconds, fresh_dir, median, own_rss_mb, path_str, proc_status_kb, secs};
 use crate::Args;
@@ -434,7 +434,7 @@ async fn enqueue_all(url: &str, n: usize) -> Result<Value> {
         store
             .enqueue(NewJob::new(
                 format!("fleet.t{i:05}"),
-                "compact",
+                Operation::Compact,
                 Trigger::Schedule,
             ))
             .await?;

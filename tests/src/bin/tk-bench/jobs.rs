@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tablekeeper_store::testing::TestDatabase;
-use tablekeeper_store::{connect, JobState, JobStore, NewJob, StoreOptions, Trigger};
+use tablekeeper_store::{connect, JobState, JobStore, NewJob, Operation, StoreOptions, Trigger};
 
 use crate::Args;
 
@@ -58,18 +58,18 @@ pub async fn bench_jobs(args: &Args) -> Result<serde_json::Value> {
 
 /// Enqueues `jobs` jobs on distinct tables, then times every replica's workers claiming and
 /// completing until all have succeeded.
-async fn run_jobs(
-    backend: &str,
-    stores: &[Arc<dyn JobStore>],
-    jobs: u64,
-) -> Result<serde_json::Value> {
+async fn run_jobs(backend: &str, stores: &[Arc<JobStore>], jobs: u64) -> Result<serde_json::Value> {
     let first = stores.first().context("no store")?;
     for i in 0..jobs {
         let key = format!("bench-key-{}", i % CONCURRENCY_KEYS as u64);
         first
             .enqueue(
-                NewJob::new(format!("bench_table_{i}"), "compact", Trigger::Schedule)
-                    .with_concurrency_key(key),
+                NewJob::new(
+                    format!("bench_table_{i}"),
+                    Operation::Compact,
+                    Trigger::Schedule,
+                )
+                .with_concurrency_key(key),
             )
             .await?;
     }
@@ -89,9 +89,7 @@ async fn run_jobs(
                     let outcome = store.claim(&worker_id, LEASE).await?;
                     match outcome.job {
                         Some(claimed) => {
-                            let ok = store
-                                .complete(claimed.job.id, claimed.lease_token, json!({}))
-                                .await?;
+                            let ok = store.complete(&claimed.lease, json!({})).await?;
                             if !ok {
                                 bail!("job {} lost its lease mid-benchmark", claimed.job.id);
                             }

@@ -1,0 +1,499 @@
+//! What a database gives the store's one driver (`store.rs`): its statement texts, how it
+//! binds the driver's neutral arguments, how it turns rows into neutral records, and short
+//! transactions.
+//!
+//! The driver writes every store call once against this interface; a dialect supplies SQL
+//! and type mapping only and must never decide anything about jobs (no retries, no lifecycle
+//! rules, no fencing): those live in the driver, so both databases behave the same by
+//! construction.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::store::{Backend, Statements};
+
+/// A bound statement argument, in a form both databases can take. Each dialect maps it to its
+/// column types (SQLite stores times, uuids and JSON as text).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Int(Option<i64>),
+    Int32(Option<i32>),
+    Text(Option<String>),
+    Bool(Option<bool>),
+    Time(Option<DateTime<Utc>>),
+    Uuid(Uuid),
+    Json(Option<serde_json::Value>),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+
+impl From<i32> for Arg {
+    fn from(v: i32) -> Self {
+        Arg::Int32(Some(v))
+    }
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(Some(v))
+    }
+}
+
+impl From<Option<bool>> for Arg {
+    fn from(v: Option<bool>) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+impl From<DateTime<Utc>> for Arg {
+    fn from(v: DateTime<Utc>) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+
+impl From<Option<DateTime<Utc>>> for Arg {
+    fn from(v: Option<DateTime<Utc>>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+impl From<Uuid> for Arg {
+    fn from(v: Uuid) -> Self {
+        Arg::Uuid(v)
+    }
+}
+
+/// Statement arguments in binding order, each converted with `Arg::from`:
+/// `args!(table, version, Arg::Json(value))`.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        vec![$($crate::dialect::Arg::from($arg)),*]
+    };
+}
+pub(crate) use args;
+
+/// `SELECT <job columns> FROM jobs <rest>`: the columns of `jobs` in `Job` order, what every
+/// statement returning "job columns" reads.
+macro_rules! select_jobs {
+    ($($rest:expr),+) => {
+        concat!(
+            "SELECT id, table_name, operation, concurrency_key, state, \"trigger\", priority, \
+             run_at, attempt, max_attempts, worker_id, lease_token, lease_expires_at, \
+             created_at, started_at, finished_at, result, error FROM jobs ",
+            $($rest),+
+        )
+    };
+}
+pub(crate) use select_jobs;
+
+/// `<statement> RETURNING <job columns>`.
+macro_rules! returning_job {
+    ($($statement:expr),+) => {
+        concat!(
+            $($statement),+,
+            " RETURNING id, table_name, operation, concurrency_key, state, \"trigger\", \
+             priority, run_at, attempt, max_attempts, worker_id, lease_token, lease_expires_at, \
+             created_at, started_at, finished_at, result, error"
+        )
+    };
+}
+pub(crate) use returning_job;
+
+/// The sqlx plumbing both dialects share: running a bound statement on the pool or inside a
+/// transaction, migrating, closing. Generated per database because sqlx's executor traits
+/// are per database; what differs (connecting, binding, decoding, how a write transaction
+/// begins) stays in each dialect's module, which invokes this with its pool type.
+macro_rules! sqlx_dialect {
+    (
+        $dialect:ident, $db:ty, $tx:ident,
+        backend: $backend:expr, begin: $begin:literal, store_as: $store_as:path
+    ) => {
+        /// Binds `args` in order, each first mapped to the form this database stores.
+        fn bind(
+            sql: &str,
+            args: Vec<$crate::dialect::Arg>,
+        ) -> sqlx::query::Query<'_, $db, <$db as sqlx::Database>::Arguments<'_>> {
+            use $crate::dialect::Arg;
+            args.into_iter()
+                .map($store_as)
+                .fold(sqlx::query(sql), |query, arg| match arg {
+                    Arg::Int(v) => query.bind(v),
+                    Arg::Int32(v) => query.bind(v),
+                    Arg::Text(v) => query.bind(v),
+                    Arg::Bool(v) => query.bind(v),
+                    Arg::Time(v) => query.bind(v),
+                    Arg::Uuid(v) => query.bind(v),
+                    Arg::Json(v) => query.bind(v.map(sqlx::types::Json)),
+                })
+        }
+
+        async fn fetch<'e>(
+            executor: impl sqlx::Executor<'e, Database = $db>,
+            sql: &'e str,
+            args: Vec<$crate::dialect::Arg>,
+        ) -> Result<Vec<$crate::dialect::Record>, $crate::error::StoreError> {
+            bind(sql, args)
+                .fetch_all(executor)
+                .await?
+                .iter()
+                .map(record)
+                .collect()
+        }
+
+        async fn execute<'e>(
+            executor: impl sqlx::Executor<'e, Database = $db>,
+            sql: &'e str,
+            args: Vec<$crate::dialect::Arg>,
+        ) -> Result<u64, $crate::error::StoreError> {
+            Ok(bind(sql, args).execute(executor).await?.rows_affected())
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::dialect::Dialect for $dialect {
+            fn backend(&self) -> $crate::store::Backend {
+                $backend
+            }
+
+            fn statements(&self) -> &'static $crate::store::Statements {
+                &sql::STATEMENTS
+            }
+
+            async fn migrate(&self) -> Result<(), $crate::error::StoreError> {
+                Ok(MIGRATOR.run(&self.pool).await?)
+            }
+
+            async fn begin(
+                &self,
+            ) -> Result<Box<dyn $crate::dialect::Tx>, $crate::error::StoreError> {
+                Ok(Box::new($tx(self.pool.begin_with($begin).await?)))
+            }
+
+            async fn fetch(
+                &self,
+                sql: &'static str,
+                args: Vec<$crate::dialect::Arg>,
+            ) -> Result<Vec<$crate::dialect::Record>, $crate::error::StoreError> {
+                fetch(&self.pool, sql, args).await
+            }
+
+            async fn execute(
+                &self,
+                sql: &'static str,
+                args: Vec<$crate::dialect::Arg>,
+            ) -> Result<u64, $crate::error::StoreError> {
+                execute(&self.pool, sql, args).await
+            }
+
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+        }
+
+        struct $tx(sqlx::Transaction<'static, $db>);
+
+        #[async_trait::async_trait]
+        impl $crate::dialect::Tx for $tx {
+            async fn fetch(
+                &mut self,
+                sql: &'static str,
+                args: Vec<$crate::dialect::Arg>,
+            ) -> Result<Vec<$crate::dialect::Record>, $crate::error::StoreError> {
+                fetch(&mut *self.0, sql, args).await
+            }
+
+            async fn execute(
+                &mut self,
+                sql: &'static str,
+                args: Vec<$crate::dialect::Arg>,
+            ) -> Result<u64, $crate::error::StoreError> {
+                execute(&mut *self.0, sql, args).await
+            }
+
+            async fn commit(self: Box<Self>) -> Result<(), $crate::error::StoreError> {
+                Ok(self.0.commit().await?)
+            }
+
+            async fn rollback(self: Box<Self>) -> Result<(), $crate::error::StoreError> {
+                Ok(self.0.rollback().await?)
+            }
+        }
+    };
+}
+pub(crate) use sqlx_dialect;
+
+/// A decoded column value. Postgres hands out typed values; SQLite integers and text, which
+/// the [`Record`] accessors read as the type the driver asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Bool(bool),
+    Time(DateTime<Utc>),
+    Uuid(Uuid),
+    Json(serde_json::Value),
+}
+
+/// One result row, by column name. Every accessor fails with `Corrupt` naming the column
+/// rather than panicking: people edit the job table by hand.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Record {
+    columns: Vec<(String, Value)>,
+}
+
+impl Record {
+    pub(crate) fn new(columns: Vec<(String, Value)>) -> Self {
+        Record { columns }
+    }
+
+    fn value(&self, column: &str) -> Result<&Value, StoreError> {
+        self.columns
+            .iter()
+            .find(|(name, _)| name == column)
+            .map(|(_, value)| value)
+            .ok_or_else(|| StoreError::Corrupt(format!("the result has no column `{column}`")))
+    }
+
+    fn wrong(column: &str, expected: &str, found: &Value) -> StoreError {
+        StoreError::Corrupt(format!("`{column}` holds {found:?}, expected {expected}"))
+    }
+
+    pub(crate) fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Int(v) => Ok(Some(*v)),
+            other => Err(Self::wrong(column, "an integer", other)),
+        }
+    }
+
+    pub(crate) fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.opt_int(column)?
+            .ok_or_else(|| Self::wrong(column, "an integer", &Value::Null))
+    }
+
+    pub(crate) fn int32(&self, column: &str) -> Result<i32, StoreError> {
+        let v = self.int(column)?;
+        i32::try_from(v).map_err(|_| Self::wrong(column, "a 32-bit integer", &Value::Int(v)))
+    }
+
+    pub(crate) fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Text(v) => Ok(Some(v.clone())),
+            other => Err(Self::wrong(column, "text", other)),
+        }
+    }
+
+    pub(crate) fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.opt_text(column)?
+            .ok_or_else(|| Self::wrong(column, "text", &Value::Null))
+    }
+
+    /// A closed-set column (`state`, `operation`, ...): an unknown value is `Corrupt`.
+    pub(crate) fn parsed<T: std::str::FromStr>(&self, column: &str) -> Result<T, StoreError> {
+        let text = self.text(column)?;
+        text.parse()
+            .map_err(|_| StoreError::Corrupt(format!("`{column}` holds unknown value `{text}`")))
+    }
+
+    pub(crate) fn opt_parsed<T: std::str::FromStr>(
+        &self,
+        column: &str,
+    ) -> Result<Option<T>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            _ => self.parsed(column).map(Some),
+        }
+    }
+
+    pub(crate) fn bool(&self, column: &str) -> Result<bool, StoreError> {
+        self.opt_bool(column)?
+            .ok_or_else(|| Self::wrong(column, "a boolean", &Value::Null))
+    }
+
+    pub(crate) fn opt_bool(&self, column: &str) -> Result<Option<bool>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Bool(v) => Ok(Some(*v)),
+            Value::Int(v) => Ok(Some(*v != 0)),
+            other => Err(Self::wrong(column, "a boolean", other)),
+        }
+    }
+
+    pub(crate) fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Time(v) => Ok(Some(*v)),
+            Value::Text(text) => parse_time(text)
+                .map(Some)
+                .ok_or_else(|| Self::wrong(column, "a time", &Value::Text(text.clone()))),
+            other => Err(Self::wrong(column, "a time", other)),
+        }
+    }
+
+    pub(crate) fn time(&self, column: &str) -> Result<DateTime<Utc>, StoreError> {
+        self.opt_time(column)?
+            .ok_or_else(|| Self::wrong(column, "a time", &Value::Null))
+    }
+
+    pub(crate) fn opt_uuid(&self, column: &str) -> Result<Option<Uuid>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Uuid(v) => Ok(Some(*v)),
+            Value::Text(text) => Uuid::parse_str(text)
+                .map(Some)
+                .map_err(|_| Self::wrong(column, "a uuid", &Value::Text(text.clone()))),
+            other => Err(Self::wrong(column, "a uuid", other)),
+        }
+    }
+
+    pub(crate) fn opt_json(&self, column: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Json(v) => Ok(Some(v.clone())),
+            Value::Text(text) => serde_json::from_str(text)
+                .map(Some)
+                .map_err(|err| StoreError::Corrupt(format!("`{column}` is not JSON: {err}"))),
+            other => Err(Self::wrong(column, "JSON", other)),
+        }
+    }
+
+    /// A JSON column decoded into `T`; `Corrupt` when it does not fit.
+    pub(crate) fn json_as<T: serde::de::DeserializeOwned>(
+        &self,
+        column: &str,
+    ) -> Result<T, StoreError> {
+        let value = self
+            .opt_json(column)?
+            .ok_or_else(|| Self::wrong(column, "JSON", &Value::Null))?;
+        serde_json::from_value(value).map_err(|err| {
+            StoreError::Corrupt(format!("`{column}` has an unexpected shape: {err}"))
+        })
+    }
+}
+
+/// Reads the time forms found in SQLite: RFC 3339 (what tablekeeper writes) and the
+/// `YYYY-MM-DD HH:MM:SS[.fff]` form of `datetime('now')`, which an operator may type.
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.with_timezone(&Utc));
+    }
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc())
+}
+
+/// A database the driver can run on.
+#[async_trait]
+pub(crate) trait Dialect: Send + Sync + fmt::Debug {
+    fn backend(&self) -> Backend;
+
+    /// The texts of every statement the driver runs, in this database's SQL.
+    fn statements(&self) -> &'static Statements;
+
+    /// Applies the embedded migrations (idempotent).
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Starts a write transaction. SQLite takes its write lock here (`BEGIN IMMEDIATE`).
+    async fn begin(&self) -> Result<Box<dyn Tx>, StoreError>;
+
+    /// Runs one statement on a pooled connection and returns its rows.
+    async fn fetch(&self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Record>, StoreError>;
+
+    /// Runs one statement on a pooled connection and returns the number of rows changed.
+    async fn execute(&self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError>;
+
+    async fn close(&self);
+}
+
+/// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
+#[async_trait]
+pub(crate) trait Tx: Send {
+    async fn fetch(&mut self, sql: &'static str, args: Vec<Arg>)
+        -> Result<Vec<Record>, StoreError>;
+
+    async fn execute(&mut self, sql: &'static str, args: Vec<Arg>) -> Result<u64, StoreError>;
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(value: Value) -> Record {
+        Record::new(vec![("c".to_owned(), value)])
+    }
+
+    #[test]
+    fn sqlite_text_and_integers_read_as_typed_values() {
+        let t = record(Value::Text("2024-05-01T10:00:00.250Z".into()))
+            .time("c")
+            .unwrap();
+        assert_eq!(t.to_rfc3339(), "2024-05-01T10:00:00.250+00:00");
+        let typed = record(Value::Text("2024-05-01 10:00:00".into()))
+            .time("c")
+            .unwrap();
+        assert_eq!(typed.to_rfc3339(), "2024-05-01T10:00:00+00:00");
+        assert!(record(Value::Int(1)).bool("c").unwrap());
+        let id = Uuid::new_v4();
+        assert_eq!(
+            record(Value::Text(id.to_string())).opt_uuid("c").unwrap(),
+            Some(id)
+        );
+        assert_eq!(
+            record(Value::Text("{\"a\":1}".into()))
+                .opt_json("c")
+                .unwrap(),
+            Some(serde_json::json!({"a": 1}))
+        );
+    }
+
+    #[test]
+    fn bad_values_are_corrupt_and_name_the_column() {
+        for (value, what) in [
+            (Value::Text("yesterday".into()), "time"),
+            (Value::Int(3), "time"),
+        ] {
+            let err = record(value).time("c").unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+            assert!(err.to_string().contains("`c`"), "{what}: {err}");
+        }
+        let err = record(Value::Text("paused".into()))
+            .parsed::<tablekeeper_vocab::JobState>("c")
+            .unwrap_err();
+        assert!(err.to_string().contains("`c` holds unknown value `paused`"));
+        assert!(record(Value::Null).int("c").is_err());
+        assert!(Record::default().int("missing").is_err());
+        assert!(record(Value::Int(i64::MAX)).int32("c").is_err());
+    }
+}

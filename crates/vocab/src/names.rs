@@ -1,0 +1,237 @@
+//! The closed sets, each with its string form and parser, written once by [`closed_set!`].
+
+#[cfg(test)]
+use std::{fmt, str::FromStr};
+
+#[cfg(test)]
+use serde::Serialize;
+
+/// A string that is not a member of one of the closed sets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {set} `{value}`: use one of {expected}")]
+pub struct UnknownName {
+    /// What was being parsed: `operation`, `job state`, ...
+    pub set: &'static str,
+    pub value: String,
+    /// The accepted strings, comma-separated.
+    pub expected: String,
+}
+
+/// Declares a closed set: the enum, `ALL`, `as_str`, `Display`, `FromStr` and serde, all
+/// using the one string per variant. Exported for other closed sets of label values (the
+/// store's call names); the caller needs `serde` as a dependency.
+#[macro_export]
+macro_rules! closed_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident as $set:literal {
+            $($(#[$vmeta:meta])* $variant:ident => $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+            ::serde::Serialize, ::serde::Deserialize,
+        )]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vmeta])* $variant,)+ }
+
+        impl $name {
+            /// Every member, in declaration order.
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant,)+];
+
+            /// The form stored in the job table and used in metric labels, JSON and the CLI.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)+ }
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::UnknownName;
+
+            fn from_str(s: &str) -> Result<Self, $crate::UnknownName> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err($crate::UnknownName {
+                        set: $set,
+                        value: other.to_owned(),
+                        expected: [$($text),+].join(", "),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+closed_set! {
+    /// A maintenance operation: `jobs.operation`, the `operation` label, the CLI's
+    /// `--operation` and the API's `{"operation": …}`.
+    #[derive(schemars::JsonSchema)]
+    pub enum Operation as "operation" {
+        /// OPTIMIZE: rewrite small files into files near `compaction.target_file_size`.
+        Compact => "compact",
+        /// OPTIMIZE ZORDER BY `layout.zorder`.
+        Zorder => "zorder",
+        /// VACUUM: delete files no version inside the retention window references.
+        Vacuum => "vacuum",
+        /// Write a checkpoint so readers need not replay many JSON commits.
+        Checkpoint => "checkpoint",
+        /// Repair a stale write: a writer's commit planned on a snapshot older than one of
+        /// tablekeeper's rewrites. Not scheduled: queued when a probe finds one.
+        Repair => "repair",
+    }
+}
+
+impl Operation {
+    /// The operations that run on a cron schedule (and so have a staleness).
+    pub const SCHEDULED: [Operation; 4] = [
+        Operation::Compact,
+        Operation::Zorder,
+        Operation::Vacuum,
+        Operation::Checkpoint,
+    ];
+
+    /// The block under a table's `maintenance:` (and under `defaults:`) that configures
+    /// this operation. Compaction's block is `compaction`, not `compact`.
+    pub fn inventory_key(self) -> &'static str {
+        match self {
+            Operation::Compact => "compaction",
+            Operation::Zorder => "zorder",
+            Operation::Vacuum => "vacuum",
+            Operation::Checkpoint => "checkpoint",
+            Operation::Repair => "auto_repair",
+        }
+    }
+
+    /// Whether the operation rewrites data files (and so races writers' snapshots).
+    pub fn rewrites(self) -> bool {
+        matches!(self, Operation::Compact | Operation::Zorder)
+    }
+}
+
+closed_set! {
+    /// `jobs.state`. Terminal states: succeeded, failed, cancelled.
+    pub enum JobState as "job state" {
+        /// Waiting to be claimed once `run_at` has passed and its key is free.
+        Queued => "queued",
+        /// Claimed by a worker holding a lease.
+        Running => "running",
+        Succeeded => "succeeded",
+        /// Out of attempts (or failed by the reaper after its last attempt).
+        Failed => "failed",
+        /// Cancelled while queued, or superseded by a newer queued job for the same
+        /// (table, operation) when it would have been requeued.
+        Cancelled => "cancelled",
+    }
+}
+
+impl JobState {
+    /// True for succeeded, failed and cancelled.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+}
+
+closed_set! {
+    /// `jobs.trigger`: who asked for the job.
+    pub enum Trigger as "trigger" {
+        Schedule => "schedule",
+        Manual => "manual",
+    }
+}
+
+closed_set! {
+    /// `job_attempts.outcome` and the `outcome` label. An open attempt has no outcome.
+    pub enum AttemptOutcome as "attempt outcome" {
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// The Delta commit met a concurrent commit.
+        Conflict => "conflict",
+        /// The worker stopped renewing its lease and the reaper took the job back.
+        LostLease => "lost_lease",
+        /// Released on shutdown (the attempt was given back) or closed by hand.
+        Cancelled => "cancelled",
+    }
+}
+
+closed_set! {
+    /// Kinds of drift between the inventory and the live table (the `kind` label of
+    /// `tablekeeper_drift`).
+    pub enum DriftKind as "drift kind" {
+        Retention => "retention",
+        Protocol => "protocol",
+        Partitioning => "partitioning",
+    }
+}
+
+closed_set! {
+    /// Why a probe of a table failed (the `kind` label of
+    /// `tablekeeper_table_probe_failures_total`): storage trouble that passes, or a table that
+    /// cannot be read until someone acts.
+    pub enum ProbeFailureKind as "probe failure kind" {
+        /// Timeouts, connection errors, 5xx and throttling.
+        Transient => "transient",
+        /// Missing log or data files, a damaged log, an unsupported protocol, denied access.
+        Unreadable => "unreadable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips_through_text_and_json() {
+        fn check<T>(all: &[T])
+        where
+            T: Copy + fmt::Debug + PartialEq + fmt::Display + FromStr + Serialize,
+            T::Err: fmt::Debug,
+        {
+            for value in all {
+                let text = value.to_string();
+                assert_eq!(text.parse::<T>().unwrap(), *value);
+                assert_eq!(serde_json::to_string(value).unwrap(), format!("\"{text}\""));
+            }
+        }
+        check(&Operation::ALL);
+        check(&JobState::ALL);
+        check(&Trigger::ALL);
+        check(&AttemptOutcome::ALL);
+        check(&DriftKind::ALL);
+        check(&ProbeFailureKind::ALL);
+    }
+
+    #[test]
+    fn the_stored_strings_are_the_contract() {
+        let names = |all: &[&'static str]| all.join(",");
+        assert_eq!(
+            names(&Operation::ALL.map(Operation::as_str)),
+            "compact,zorder,vacuum,checkpoint,repair"
+        );
+        assert_eq!(
+            names(&JobState::ALL.map(JobState::as_str)),
+            "queued,running,succeeded,failed,cancelled"
+        );
+        assert_eq!(
+            names(&AttemptOutcome::ALL.map(AttemptOutcome::as_str)),
+            "succeeded,failed,conflict,lost_lease,cancelled"
+        );
+    }
+
+    #[test]
+    fn an_unknown_name_says_what_is_accepted() {
+        let err = "optimize".parse::<Operation>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown operation `optimize`: use one of compact, zorder, vacuum, checkpoint, repair"
+        );
+        let err = "paused".parse::<JobState>().unwrap_err().to_string();
+        assert!(err.contains("queued, running"), "{err}");
+    }
+}
