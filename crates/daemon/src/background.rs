@@ -12,15 +12,18 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use tablekeeper_store::AttemptOutcome;
+
 use crate::fleet::Fleet;
 use crate::runtime::Runtime;
 
-/// Runs the reaper every lease/4 until `stop` fires. Every replica runs it; the store
-/// makes concurrent reaps safe.
+/// Runs the reaper every reap grace (a quarter lease by default) until `stop` fires, so a
+/// crashed replica's job is taken over within one grace of becoming reapable. Every replica
+/// runs it; the store makes concurrent reaps safe.
 pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
     let lease = rt.config.lease;
     let grace = tablekeeper_store::default_reap_grace(lease);
-    let mut interval = tokio::time::interval(lease / 4);
+    let mut interval = tokio::time::interval(grace);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -34,14 +37,11 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
                     // Label values come from the inventory only: a hand-inserted job for
                     // an unknown table is logged but not counted.
                     if rt.fleet.spec(&job.table_name).is_some() {
-                        rt.metrics
-                            .jobs_total
-                            .with_label_values(&[
-                                job.table_name.as_str(),
-                                job.operation.as_str(),
-                                "lost_lease",
-                            ])
-                            .inc();
+                        rt.metrics.count_attempt(
+                            &job.table_name,
+                            job.operation,
+                            AttemptOutcome::LostLease,
+                        );
                     }
                 }
             }
@@ -64,7 +64,7 @@ pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
             last_probe = Some(tokio::time::Instant::now());
         }
         refresh_store_gauges(&rt).await;
-        rt.fleet.refresh_all_metrics(Utc::now());
+        crate::publish::all(&rt.metrics, &rt.fleet, Utc::now());
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(gauges_every) => {}
@@ -140,11 +140,7 @@ pub async fn refresh_failure_streaks(rt: &Runtime) {
 
 async fn refresh_store_gauges(rt: &Runtime) {
     match rt.store.counts_by_state().await {
-        Ok(counts) => {
-            for (state, n) in counts {
-                rt.metrics.jobs.with_label_values(&[state.as_str()]).set(n);
-            }
-        }
+        Ok(counts) => rt.metrics.set_job_counts(&counts),
         Err(e) => warn!(error = %e, "cannot read job counts"),
     }
     refresh_failure_streaks(rt).await;

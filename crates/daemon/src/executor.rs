@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::FutureExt as _;
 use tablekeeper_delta::{
     CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport, RepairOptions, VacuumMode,
     VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
@@ -18,7 +17,8 @@ use tablekeeper_delta::{
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::{overwrite_window, planner};
+use crate::overwrite_window;
+use crate::planner::{self, Decision, Need, Probed};
 
 /// The smallest bin worth rewriting: a forced compaction merges any two small files of a
 /// partition, whatever `min_small_files` says.
@@ -30,7 +30,7 @@ const CONFLICT_RETRIES: u32 = 3;
 
 /// Why an operation did not produce a report.
 #[derive(Debug, thiserror::Error)]
-pub enum ExecError {
+pub(crate) enum ExecError {
     #[error("refused: {0}")]
     Refused(String),
     /// May not run before `until` (an overwrite window is open); not a failure.
@@ -61,9 +61,9 @@ impl ExecError {
 
 /// Extra inputs that come from the job history rather than the inventory.
 #[derive(Debug, Clone, Copy)]
-pub struct RunContext {
-    /// Use a directory-listing VACUUM (reclaims orphans of failed rewrites).
-    pub vacuum_full: bool,
+pub(crate) struct RunContext {
+    /// Full: a directory-listing VACUUM (reclaims orphans of failed rewrites).
+    pub vacuum_mode: VacuumMode,
     /// Table version of the last Z-order, to scope the next one to new partitions.
     pub zorder_since_version: Option<i64>,
     pub dry_run: bool,
@@ -77,7 +77,7 @@ pub struct RunContext {
 impl Default for RunContext {
     fn default() -> Self {
         RunContext {
-            vacuum_full: false,
+            vacuum_mode: VacuumMode::Lite,
             zorder_since_version: None,
             dry_run: false,
             forced: false,
@@ -95,16 +95,19 @@ pub fn stale_watch(spec: &TableSpec) -> Duration {
 
 /// Runs `op` on the table described by `spec`.
 ///
-/// Each operation future is boxed as `Send` right here: that pins its lifetimes to this
-/// call and keeps the worker's spawned task provably `Send` (without it rustc cannot prove
-/// `Send` for every lifetime of the borrowed cancellation token).
+/// The delta crate hands out each operation's future boxed as `Send`, which pins its
+/// lifetimes and keeps the worker's spawned task provably `Send`.
 pub async fn run(
     spec: &TableSpec,
     op: Operation,
     ctx: RunContext,
     cancel: CancellationToken,
 ) -> Result<OpReport, ExecError> {
-    if let Some(reason) = planner::safety_gate(spec, op, None) {
+    // the last word before anything changes: a stale plan or a queued request must not
+    // slip past a gate (the operation then reads the table and checks its protocol itself)
+    if let Decision::Refuse(reason) =
+        planner::admit(spec, op, Probed::NotYet, Need::Queued, Utc::now())
+    {
         return Err(ExecError::Refused(reason));
     }
     let now = Utc::now();
@@ -169,7 +172,7 @@ async fn run_operation(
                 small_file_factor: tablekeeper_delta::DEFAULT_SMALL_FILE_FACTOR,
                 max_conflict_retries: CONFLICT_RETRIES,
             };
-            tablekeeper_delta::compact(uri, &options, &cancel).boxed().await?
+            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::Compact(&options), &cancel).await?
         }
         Operation::Zorder => {
             let options = ZorderOptions {
@@ -180,21 +183,17 @@ async fn run_operation(
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
             };
-            tablekeeper_delta::zorder(uri, &options, &cancel).boxed().await?
+            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::ZOrder(&options), &cancel).await?
         }
         Operation::Vacuum => {
             let options = VacuumOptions {
                 inventory_retention: spec.retention.deleted_file_retention,
                 allow_short_retention: spec.retention.allow_short_retention,
-                mode: if ctx.vacuum_full {
-                    VacuumMode::Full
-                } else {
-                    VacuumMode::Lite
-                },
+                mode: ctx.vacuum_mode,
                 dry_run: ctx.dry_run,
                 stale_watch: stale_watch(spec),
             };
-            tablekeeper_delta::vacuum(uri, &options, &cancel).boxed().await?
+            tablekeeper_delta::vacuum(uri, &options, &cancel).await?
         }
         Operation::Checkpoint if ctx.dry_run => {
             return Err(ExecError::Refused(
@@ -209,14 +208,14 @@ async fn run_operation(
                 force: ctx.forced,
                 log_cleanup: ctx.log_cleanup,
             };
-            tablekeeper_delta::checkpoint(uri, &options, &cancel).boxed().await?
+            tablekeeper_delta::checkpoint(uri, &options, &cancel).await?
         }
         Operation::Repair => {
             let options = RepairOptions {
                 dry_run: ctx.dry_run,
                 stale_watch: stale_watch(spec),
             };
-            tablekeeper_delta::repair(uri, &options, &cancel).boxed().await?
+            tablekeeper_delta::repair(uri, &options, &cancel).await?
         }
     };
     Ok(report)

@@ -3,21 +3,24 @@
 //! library crates do the rest: `tablekeeper-inventory` (what to maintain),
 //! `tablekeeper-store` (the job table), `tablekeeper-delta` (how to maintain a table).
 
-pub mod background;
-pub mod cli;
-pub mod commands;
-pub mod config;
-pub mod executor;
-pub mod fleet;
-pub mod http;
-pub mod logging;
-pub mod metrics;
-pub mod overwrite_window;
-pub mod planner;
-pub mod recorder;
-pub mod runtime;
-pub mod scheduler;
-pub mod worker;
+mod attempt;
+mod background;
+mod cli;
+mod commands;
+mod config;
+mod executor;
+mod fleet;
+mod http;
+mod lease_watch;
+mod logging;
+mod metrics;
+mod overwrite_window;
+mod planner;
+mod publish;
+mod recorder;
+mod runtime;
+mod scheduler;
+mod worker;
 
 use std::process::ExitCode;
 

@@ -1,14 +1,23 @@
-//! Every Prometheus metric tablekeeper exports, defined and registered in one place.
+//! Every Prometheus metric tablekeeper exports, defined and registered in one place, and
+//! written only through the typed methods below.
 //!
 //! Names, types and labels are a public contract (DESIGN.md "Metrics"): alert rules and
-//! dashboards depend on them. Label values come only from the inventory (`table`,
-//! `owner`) or from closed enums (`operation`, `outcome`, `state`, `kind`) — never from
-//! paths, error strings or job ids, so series counts stay bounded by the fleet size.
+//! dashboards depend on them. Label values come only from the inventory (`table`, `owner`)
+//! or from closed enums (`operation`, `outcome`, `state`, `kind`, `op`), never from paths,
+//! error strings or job ids, so series counts stay bounded by the fleet size. This module
+//! knows nothing of the fleet's state: the publisher (`publish.rs`) hands it plain figures.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 use prometheus::{
     Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use tablekeeper_inventory::TableSpec;
+use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
+use tablekeeper_vocab::{AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind};
 
 /// Job-duration buckets in seconds: maintenance runs from sub-second checkpoints on small
 /// tables to multi-hour compactions (the default job timeout is 2h), so the buckets span
@@ -17,50 +26,83 @@ const DURATION_BUCKETS: &[f64] = &[
     0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0,
 ];
 
+/// Store-call buckets in seconds: statements take milliseconds; the top buckets catch a
+/// database that stalls up to the 30 s call timeout.
+const STORE_CALL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+
+/// A table's size figures, from its latest probe (the log only, no data read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TableFigures {
+    pub files: u64,
+    pub size_bytes: u64,
+    pub small_files: u64,
+    pub version: i64,
+    pub commits_since_checkpoint: u64,
+    pub commits_per_hour: u64,
+}
+
+/// The state of one scheduled operation on a table, as the gauges show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct OperationFigures {
+    pub last_success: Option<DateTime<Utc>>,
+    pub staleness: Option<chrono::Duration>,
+    /// Failed attempts since the last success, fleet-wide.
+    pub consecutive_failures: i64,
+}
+
 /// The registry and handles of all tablekeeper metrics.
 #[derive(Debug, Clone)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
-    pub table_info: IntGaugeVec,
-    pub last_success_timestamp_seconds: GaugeVec,
-    pub staleness_seconds: GaugeVec,
-    pub jobs_total: IntCounterVec,
-    pub commit_conflicts_total: IntCounterVec,
-    pub concurrency_key_waits_total: IntCounterVec,
-    pub consecutive_failures: IntGaugeVec,
-    pub job_duration_seconds: HistogramVec,
-    pub jobs: IntGaugeVec,
-    pub table_files: IntGaugeVec,
-    pub table_size_bytes: IntGaugeVec,
-    pub table_small_files: IntGaugeVec,
-    pub table_version: IntGaugeVec,
-    pub table_commits_since_checkpoint: IntGaugeVec,
-    pub table_commits_per_hour: GaugeVec,
-    pub table_probe_failures_total: IntCounterVec,
-    pub drift: IntGaugeVec,
-    pub bytes_rewritten_total: IntCounterVec,
-    pub bytes_reclaimed_total: IntCounterVec,
+    table_info: IntGaugeVec,
+    last_success_timestamp_seconds: GaugeVec,
+    staleness_seconds: GaugeVec,
+    jobs_total: IntCounterVec,
+    commit_conflicts_total: IntCounterVec,
+    concurrency_key_waits_total: IntCounterVec,
+    consecutive_failures: IntGaugeVec,
+    job_duration_seconds: HistogramVec,
+    jobs: IntGaugeVec,
+    table_files: IntGaugeVec,
+    table_size_bytes: IntGaugeVec,
+    table_small_files: IntGaugeVec,
+    table_version: IntGaugeVec,
+    table_commits_since_checkpoint: IntGaugeVec,
+    table_commits_per_hour: GaugeVec,
+    table_probe_failures_total: IntCounterVec,
+    drift: IntGaugeVec,
+    bytes_rewritten_total: IntCounterVec,
+    bytes_reclaimed_total: IntCounterVec,
     stale_writes_total: IntCounterVec,
-    pub inventory_tables: IntGauge,
-    pub inventory_reload_failures_total: IntCounter,
-    pub build_info: IntGaugeVec,
+    inventory_tables: IntGauge,
+    inventory_reload_failures_total: IntCounter,
+    build_info: IntGaugeVec,
     /// Not in the contract table but useful to operators: seconds since the Unix epoch at
     /// which this replica started.
-    pub start_time_seconds: Gauge,
+    start_time_seconds: Gauge,
+    /// Not in the contract table: job store call latency and errors by call, per replica.
+    store_call_duration_seconds: HistogramVec,
+    store_call_errors_total: IntCounterVec,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
     Opts::new(name, help).namespace("tablekeeper")
 }
 
+fn histogram(name: &str, help: &str, buckets: &[f64]) -> HistogramOpts {
+    HistogramOpts::new(name, help)
+        .namespace("tablekeeper")
+        .buckets(buckets.to_vec())
+}
+
 impl Metrics {
     /// Creates and registers every metric. Fails only on a programming error (a duplicate
-    /// or malformed name), which the unit test below catches.
-    pub fn new() -> prometheus::Result<Self> {
-        let registry = Registry::new();
+    /// or malformed name), which the unit tests below catch.
+    pub(crate) fn new() -> prometheus::Result<Self> {
         let table_op = &["table", "operation"];
         let table = &["table"];
         let m = Self {
+            registry: Registry::new(),
             table_info: IntGaugeVec::new(
                 opts("table_info", "Always 1; joins tables to their owners for alert routing"),
                 &["table", "owner"],
@@ -105,9 +147,7 @@ impl Metrics {
                 table_op,
             )?,
             job_duration_seconds: HistogramVec::new(
-                HistogramOpts::new("job_duration_seconds", "Wall time of job attempts")
-                    .namespace("tablekeeper")
-                    .buckets(DURATION_BUCKETS.to_vec()),
+                histogram("job_duration_seconds", "Wall time of job attempts", DURATION_BUCKETS),
                 &["operation"],
             )?,
             jobs: IntGaugeVec::new(
@@ -186,20 +226,43 @@ impl Metrics {
                 "start_time_seconds",
                 "Unix time at which this replica started",
             ))?,
-            registry,
+            store_call_duration_seconds: HistogramVec::new(
+                histogram(
+                    "store_call_duration_seconds",
+                    "Wall time of job store calls on this replica, by call",
+                    STORE_CALL_BUCKETS,
+                ),
+                &["op"],
+            )?,
+            store_call_errors_total: IntCounterVec::new(
+                opts(
+                    "store_call_errors_total",
+                    "Job store calls that failed on this replica, by call",
+                ),
+                &["op"],
+            )?,
         };
         m.register_all()?;
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        for state in ["queued", "running"] {
-            m.jobs.with_label_values(&[state]).set(0);
+        m.start_time_seconds.set(Utc::now().timestamp() as f64);
+        for state in [JobState::Queued, JobState::Running] {
+            m.jobs.with_label_values(&[state.as_str()]).set(0);
         }
         // every operation's attempt count exists from the start, so `increase()` in the
         // alert rules sees the first attempt after a restart (one series set per operation,
         // not per table)
-        for op in tablekeeper_inventory::Operation::ALL {
+        for op in Operation::ALL {
             let _ = m.job_duration_seconds.with_label_values(&[op.as_str()]);
+        }
+        for op in StoreOp::ALL {
+            let _ = m
+                .store_call_duration_seconds
+                .with_label_values(&[op.as_str()]);
+            m.store_call_errors_total
+                .with_label_values(&[op.as_str()])
+                .inc_by(0);
         }
         Ok(m)
     }
@@ -230,25 +293,77 @@ impl Metrics {
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
         r.register(Box::new(self.start_time_seconds.clone()))?;
+        r.register(Box::new(self.store_call_duration_seconds.clone()))?;
+        r.register(Box::new(self.store_call_errors_total.clone()))?;
         Ok(())
+    }
+
+    // ------------------------------------------------------------ table lifecycle
+
+    /// A table is in the inventory: its series start at their initial values so
+    /// `increase()` in alert rules sees the first event, and series of operations the
+    /// inventory disabled are dropped so a disabled operation never looks stale.
+    pub(crate) fn table_added(&self, spec: &TableSpec) {
+        let name = spec.name.as_str();
+        self.table_info
+            .with_label_values(&[name, spec.owner.as_str()])
+            .set(1);
+        for kind in ProbeFailureKind::ALL {
+            self.table_probe_failures_total
+                .with_label_values(&[name, kind.as_str()])
+                .inc_by(0);
+        }
+        self.bytes_rewritten_total
+            .with_label_values(&[name])
+            .inc_by(0);
+        self.bytes_reclaimed_total
+            .with_label_values(&[name])
+            .inc_by(0);
+        for op in Operation::SCHEDULED {
+            let labels = [name, op.as_str()];
+            if spec.operation_enabled(op) {
+                self.commit_conflicts_total
+                    .with_label_values(&labels)
+                    .inc_by(0);
+                self.concurrency_key_waits_total
+                    .with_label_values(&labels)
+                    .inc_by(0);
+                self.consecutive_failures.with_label_values(&labels).add(0);
+            } else {
+                let _ = self.staleness_seconds.remove_label_values(&labels);
+                let _ = self
+                    .last_success_timestamp_seconds
+                    .remove_label_values(&labels);
+                let _ = self.consecutive_failures.remove_label_values(&labels);
+            }
+        }
+    }
+
+    /// The table's owner changed: the old `table_info` series goes.
+    pub(crate) fn owner_changed(&self, table: &str, old_owner: &str) {
+        let _ = self.table_info.remove_label_values(&[table, old_owner]);
     }
 
     /// Removes every series labelled with `table` (a table left the inventory), so a
     /// removed table stops alerting instead of going stale forever.
-    pub fn forget_table(&self, table: &str, owner: &str) {
+    pub(crate) fn forget_table(&self, table: &str, owner: &str) {
         let _ = self.table_info.remove_label_values(&[table, owner]);
-        for op in tablekeeper_inventory::Operation::ALL {
+        for op in Operation::ALL {
             let labels = [table, op.as_str()];
-            let _ = self
-                .last_success_timestamp_seconds
-                .remove_label_values(&labels);
-            let _ = self.staleness_seconds.remove_label_values(&labels);
+            for gauge in [
+                &self.last_success_timestamp_seconds,
+                &self.staleness_seconds,
+            ] {
+                let _ = gauge.remove_label_values(&labels);
+            }
             let _ = self.consecutive_failures.remove_label_values(&labels);
-            let _ = self.commit_conflicts_total.remove_label_values(&labels);
-            let _ = self
-                .concurrency_key_waits_total
-                .remove_label_values(&labels);
-            for outcome in tablekeeper_store::AttemptOutcome::ALL {
+            for counter in [
+                &self.commit_conflicts_total,
+                &self.concurrency_key_waits_total,
+            ] {
+                let _ = counter.remove_label_values(&labels);
+            }
+            for outcome in AttemptOutcome::ALL {
                 let _ =
                     self.jobs_total
                         .remove_label_values(&[table, op.as_str(), outcome.as_str()]);
@@ -271,21 +386,88 @@ impl Metrics {
         ] {
             let _ = counter.remove_label_values(&[table]);
         }
-        for kind in crate::fleet::ProbeFailureKind::ALL {
+        for kind in ProbeFailureKind::ALL {
             let _ = self
                 .table_probe_failures_total
                 .remove_label_values(&[table, kind.as_str()]);
         }
-        for kind in crate::fleet::DriftKind::ALL {
+        for kind in DriftKind::ALL {
             let _ = self.drift.remove_label_values(&[table, kind.as_str()]);
         }
+    }
+
+    pub(crate) fn set_inventory_size(&self, tables: usize) {
+        self.inventory_tables.set(tables as i64);
+    }
+
+    pub(crate) fn count_inventory_reload_failure(&self) {
+        self.inventory_reload_failures_total.inc();
+    }
+
+    // ------------------------------------------------------------ table figures
+
+    /// The size figures of a table's latest probe.
+    pub(crate) fn set_table_figures(&self, table: &str, figures: TableFigures) {
+        let t = [table];
+        let gauges = [
+            (&self.table_files, figures.files),
+            (&self.table_size_bytes, figures.size_bytes),
+            (&self.table_small_files, figures.small_files),
+            (
+                &self.table_commits_since_checkpoint,
+                figures.commits_since_checkpoint,
+            ),
+        ];
+        for (gauge, value) in gauges {
+            gauge
+                .with_label_values(&t)
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+        self.table_version
+            .with_label_values(&t)
+            .set(figures.version);
+        self.table_commits_per_hour
+            .with_label_values(&t)
+            .set(figures.commits_per_hour as f64);
+    }
+
+    /// 1 for each kind in `drifted`, 0 for the others.
+    pub(crate) fn set_drift(&self, table: &str, drifted: &[DriftKind]) {
+        for kind in DriftKind::ALL {
+            self.drift
+                .with_label_values(&[table, kind.as_str()])
+                .set(i64::from(drifted.contains(&kind)));
+        }
+    }
+
+    pub(crate) fn set_operation(&self, table: &str, op: Operation, figures: OperationFigures) {
+        let labels = [table, op.as_str()];
+        if let Some(at) = figures.last_success {
+            self.last_success_timestamp_seconds
+                .with_label_values(&labels)
+                .set(at.timestamp() as f64);
+        }
+        if let Some(stale) = figures.staleness {
+            self.staleness_seconds
+                .with_label_values(&labels)
+                .set(stale.num_seconds() as f64);
+        }
+        self.consecutive_failures
+            .with_label_values(&labels)
+            .set(figures.consecutive_failures);
+    }
+
+    pub(crate) fn count_probe_failure(&self, table: &str, kind: ProbeFailureKind) {
+        self.table_probe_failures_total
+            .with_label_values(&[table, kind.as_str()])
+            .inc();
     }
 
     /// Brings `tablekeeper_stale_writes_total{table}` up to `recorded`, the number of stale
     /// writes the job store holds for the table. The series appears only once the store was
     /// read, so a restarted replica resumes at the fleet-wide count instead of counting up
     /// from 0 (which `increase()` would read as new stale writes).
-    pub fn set_stale_writes(&self, table: &str, recorded: u64) {
+    pub(crate) fn set_stale_writes(&self, table: &str, recorded: u64) {
         let counter = self.stale_writes_total.with_label_values(&[table]);
         let current = counter.get();
         if recorded > current {
@@ -293,11 +475,77 @@ impl Metrics {
         }
     }
 
+    // ------------------------------------------------------------ jobs
+
+    /// Fleet-wide job counts per state.
+    pub(crate) fn set_job_counts(&self, counts: &BTreeMap<JobState, i64>) {
+        for (state, n) in counts {
+            self.jobs.with_label_values(&[state.as_str()]).set(*n);
+        }
+    }
+
+    /// An attempt ended on this replica (or was reaped by it).
+    pub(crate) fn count_attempt(&self, table: &str, op: Operation, outcome: AttemptOutcome) {
+        self.jobs_total
+            .with_label_values(&[table, op.as_str(), outcome.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn observe_attempt_duration(&self, op: Operation, elapsed: Duration) {
+        self.job_duration_seconds
+            .with_label_values(&[op.as_str()])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub(crate) fn count_conflicts(&self, table: &str, op: Operation, conflicts: u32) {
+        self.commit_conflicts_total
+            .with_label_values(&[table, op.as_str()])
+            .inc_by(u64::from(conflicts));
+    }
+
+    pub(crate) fn count_key_wait(&self, table: &str, op: Operation) {
+        self.concurrency_key_waits_total
+            .with_label_values(&[table, op.as_str()])
+            .inc();
+    }
+
+    pub(crate) fn count_bytes_rewritten(&self, table: &str, bytes: u64) {
+        self.bytes_rewritten_total
+            .with_label_values(&[table])
+            .inc_by(bytes);
+    }
+
+    pub(crate) fn count_bytes_reclaimed(&self, table: &str, bytes: u64) {
+        self.bytes_reclaimed_total
+            .with_label_values(&[table])
+            .inc_by(bytes);
+    }
+
     /// The Prometheus text exposition of every registered metric.
-    pub fn render(&self) -> Result<String, prometheus::Error> {
+    pub(crate) fn render(&self) -> Result<String, prometheus::Error> {
         let mut buf = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buf)?;
         String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}
+
+/// Every job store call is timed and its errors counted by call.
+impl StoreObserver for Metrics {
+    fn observe(
+        &self,
+        _backend: Backend,
+        op: StoreOp,
+        elapsed: Duration,
+        error: Option<&StoreError>,
+    ) {
+        self.store_call_duration_seconds
+            .with_label_values(&[op.as_str()])
+            .observe(elapsed.as_secs_f64());
+        if error.is_some() {
+            self.store_call_errors_total
+                .with_label_values(&[op.as_str()])
+                .inc();
+        }
     }
 }
 
@@ -305,48 +553,41 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    /// Every series a table can have, created through the paths the daemon uses.
+    fn spec(name: &str) -> TableSpec {
+        let yaml = format!("tables:\n  - name: {name}\n    path: /data/{name}\n    owner: owner\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inventory.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let inventory = tablekeeper_inventory::Inventory::load(&path).unwrap();
+        inventory.tables[0].clone()
+    }
+
+    /// Every series a table can have, created through the methods the daemon uses.
     fn touch_every_series(m: &Metrics, table: &str) {
-        m.table_info.with_label_values(&[table, "owner"]).set(1);
-        for op in tablekeeper_inventory::Operation::ALL {
-            let labels = [table, op.as_str()];
-            m.last_success_timestamp_seconds
-                .with_label_values(&labels)
-                .set(1.0);
-            m.staleness_seconds.with_label_values(&labels).set(1.0);
-            m.consecutive_failures.with_label_values(&labels).set(1);
-            m.commit_conflicts_total.with_label_values(&labels).inc();
-            m.concurrency_key_waits_total
-                .with_label_values(&labels)
-                .inc();
-            for outcome in tablekeeper_store::AttemptOutcome::ALL {
-                m.jobs_total
-                    .with_label_values(&[table, op.as_str(), outcome.as_str()])
-                    .inc();
+        m.table_added(&spec(table));
+        for op in Operation::ALL {
+            m.set_operation(
+                table,
+                op,
+                OperationFigures {
+                    last_success: Some(Utc::now()),
+                    staleness: Some(chrono::Duration::seconds(1)),
+                    consecutive_failures: 1,
+                },
+            );
+            m.count_conflicts(table, op, 1);
+            m.count_key_wait(table, op);
+            for outcome in AttemptOutcome::ALL {
+                m.count_attempt(table, op, outcome);
             }
         }
-        for gauge in [
-            &m.table_files,
-            &m.table_size_bytes,
-            &m.table_small_files,
-            &m.table_version,
-            &m.table_commits_since_checkpoint,
-        ] {
-            gauge.with_label_values(&[table]).set(1);
-        }
-        m.table_commits_per_hour
-            .with_label_values(&[table])
-            .set(1.0);
-        m.bytes_rewritten_total.with_label_values(&[table]).inc();
-        m.bytes_reclaimed_total.with_label_values(&[table]).inc();
+        m.set_table_figures(table, TableFigures::default());
+        m.set_drift(table, &DriftKind::ALL);
+        m.count_bytes_rewritten(table, 1);
+        m.count_bytes_reclaimed(table, 1);
         m.set_stale_writes(table, 2);
-        for kind in crate::fleet::ProbeFailureKind::ALL {
-            m.table_probe_failures_total
-                .with_label_values(&[table, kind.as_str()])
-                .inc();
-        }
-        for kind in crate::fleet::DriftKind::ALL {
-            m.drift.with_label_values(&[table, kind.as_str()]).set(1);
+        for kind in ProbeFailureKind::ALL {
+            m.count_probe_failure(table, kind);
         }
     }
 
@@ -358,8 +599,9 @@ mod tests {
         let before = m.render().unwrap();
         assert!(before.contains("table=\"gone\""));
         m.forget_table("gone", "owner");
-        let families = m.registry.gather();
-        let left: Vec<String> = families
+        let left: Vec<String> = m
+            .registry
+            .gather()
             .iter()
             .filter(|f| {
                 f.get_metric().iter().any(|metric| {
@@ -378,7 +620,7 @@ mod tests {
     #[test]
     fn every_contract_metric_is_registered_with_its_name() {
         let m = Metrics::new().unwrap();
-        m.table_info.with_label_values(&["t", "o"]).set(1);
+        m.table_added(&spec("t"));
         let text = m.render().unwrap();
         for name in [
             "tablekeeper_table_info",
@@ -386,11 +628,40 @@ mod tests {
             "tablekeeper_jobs",
             "tablekeeper_inventory_tables",
             "tablekeeper_inventory_reload_failures_total",
+            "tablekeeper_store_call_duration_seconds",
+            "tablekeeper_store_call_errors_total",
         ] {
             assert!(
                 text.contains(&format!("# TYPE {name} ")),
                 "{name} missing from:\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn store_calls_are_timed_and_their_errors_counted_by_call() {
+        let m = Metrics::new().unwrap();
+        let err = StoreError::InvalidInput("x".into());
+        m.observe(
+            Backend::Sqlite,
+            StoreOp::Claim,
+            Duration::from_millis(3),
+            None,
+        );
+        m.observe(
+            Backend::Sqlite,
+            StoreOp::Claim,
+            Duration::from_millis(3),
+            Some(&err),
+        );
+        let text = m.render().unwrap();
+        assert!(
+            text.contains("tablekeeper_store_call_errors_total{op=\"claim\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tablekeeper_store_call_duration_seconds_count{op=\"claim\"} 2"),
+            "{text}"
+        );
     }
 }

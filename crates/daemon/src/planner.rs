@@ -15,7 +15,7 @@ use crate::overwrite_window;
 /// What the planner concluded for one (table, operation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "decision", content = "reason")]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The operation is needed now.
     Run(String),
     /// Nothing to do now (the reason says why).
@@ -42,37 +42,122 @@ impl Decision {
     }
 }
 
-/// Reasons an operation must not run on a table regardless of need. Checked for manual
-/// triggers too: a person asking for a compaction does not make it safe.
-pub fn safety_gate(spec: &TableSpec, op: Operation, probe: Option<&Probe>) -> Option<String> {
+/// How much need a run must show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// A schedule tick (or `maintain --if-needed`): the need check decides. `last_success` is
+    /// the last success known to the caller (job table and log combined); the log alone
+    /// misses runs that committed nothing, such as a VACUUM that found no file to delete.
+    Check { last_success: Option<DateTime<Utc>> },
+    /// A person asked (the API's trigger, `maintain`): runs whatever the need thresholds
+    /// say, never past a safety check.
+    Forced,
+    /// A job already queued is about to run: pause and need were settled when it was
+    /// queued (a pause since then stops new jobs, not this one); the safety gates apply.
+    Queued,
+}
+
+/// The one admission gate: whether `op` may and should run on the table now, and why.
+/// The scheduler's ticks, the API's triggers, `maintain`, the executor (right before it
+/// runs), `tablekeeper plan` and the dashboard all ask here, so they cannot disagree.
+pub(crate) fn admit(
+    spec: &TableSpec,
+    op: Operation,
+    probe: Probed<'_>,
+    need: Need,
+    now: DateTime<Utc>,
+) -> Decision {
+    let forced = need == Need::Forced;
+    let scheduled = matches!(need, Need::Check { .. });
+    if spec.paused && need != Need::Queued {
+        let why = "table is paused (`maintenance.paused: true` or the pause route)";
+        return if forced {
+            Decision::Refuse(format!(
+                "{why}: resume it first (POST /api/v1/tables/{}/resume)",
+                spec.name
+            ))
+        } else {
+            Decision::Skip(why.into())
+        };
+    }
+    if !spec.operation_enabled(op) && need != Need::Queued {
+        let why = format!("{op} is disabled for this table in the inventory");
+        return if forced {
+            Decision::Refuse(why)
+        } else {
+            Decision::Skip(why)
+        };
+    }
+    if let Some(reason) = inventory_gate(spec) {
+        return Decision::Refuse(reason);
+    }
+    let probe = match (probe, scheduled) {
+        (Probed::Read(p), _) => p,
+        (Probed::Unreadable(e), _) => {
+            return Decision::Refuse(format!(
+                "table is unreadable, no maintenance runs until it reads again: {e}"
+            ))
+        }
+        (Probed::Unreachable(e), true) => {
+            return Decision::Skip(format!(
+                "storage did not answer the last probe, maintenance waits for it: {e}"
+            ))
+        }
+        (Probed::NotYet, true) => return Decision::Skip("not probed yet".into()),
+        // a person's request (or a queued job) waits until storage answers; the operation
+        // checks the table again before it changes anything
+        (Probed::Unreachable(_) | Probed::NotYet, false) => {
+            return Decision::Run("asked for; the table is checked again when the job runs".into())
+        }
+    };
+    if let Some(reason) = probe_gate(spec, op, probe) {
+        return Decision::Refuse(reason);
+    }
+    let decision = match need {
+        Need::Forced => Decision::Run("asked for: runs whatever the need thresholds say".into()),
+        Need::Queued => Decision::Run("queued".into()),
+        Need::Check { last_success } => needed(spec, op, probe, last_success, now),
+    };
+    match decision {
+        Decision::Run(reason) if op.rewrites() => match overwrite_window::open_at(spec, now) {
+            Some((_, closes)) => Decision::Run(format!(
+                "{reason}; deferred until the overwrite window closes at {}",
+                closes.format("%Y-%m-%d %H:%M UTC")
+            )),
+            None => Decision::Run(reason),
+        },
+        other => other,
+    }
+}
+
+/// What refuses every operation on a table from its inventory entry alone.
+fn inventory_gate(spec: &TableSpec) -> Option<String> {
     // Checkpoints are refused too: their expired-log cleanup deletes log files the
     // DynamoDB log store's entries may still point at.
-    if spec.writers.log_store == Some(LogStore::Dynamodb) {
-        return Some(
-            "the table's writers use the DynamoDB log store, which deltalake 1.x no longer speaks; \
-             commits from tablekeeper (S3 conditional put) mixed with DynamoDB-locked commits can \
-             lose commits. Run this maintenance from the engine that owns the lock, or migrate the \
-             writers to conditional put and set `writers.log_store: conditional-put`"
-                .to_string(),
-        );
+    (spec.writers.log_store == Some(LogStore::Dynamodb)).then(|| {
+        "the table's writers use the DynamoDB log store, which deltalake 1.x no longer speaks; \
+         commits from tablekeeper (S3 conditional put) mixed with DynamoDB-locked commits can \
+         lose commits. Run this maintenance from the engine that owns the lock, or migrate the \
+         writers to conditional put and set `writers.log_store: conditional-put`"
+            .to_string()
+    })
+}
+
+/// What refuses `op` on a table from what its log shows, whoever asks.
+fn probe_gate(spec: &TableSpec, op: Operation, probe: &Probe) -> Option<String> {
+    if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), op) {
+        return Some(e.to_string());
     }
-    if let Some(probe) = probe {
-        if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), maintenance_op(op))
-        {
-            return Some(e.to_string());
-        }
-        if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty()
-        {
-            return Some(overwrites_refusal(probe));
-        }
-        if op == Operation::Vacuum {
-            let pending: Vec<i64> = probe.pending_stale_writes().map(|w| w.version).collect();
-            if !pending.is_empty() {
-                return Some(format!(
-                    "stale write(s) at version(s) {pending:?} wait for their repair, which adds back \
-                     files a VACUUM could delete; VACUUM runs again once they are repaired"
-                ));
-            }
+    if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty() {
+        return Some(overwrites_refusal(probe));
+    }
+    if op == Operation::Vacuum {
+        let pending: Vec<i64> = probe.pending_stale_writes().map(|w| w.version).collect();
+        if !pending.is_empty() {
+            return Some(format!(
+                "stale write(s) at version(s) {pending:?} wait for their repair, which adds back \
+                 files a VACUUM could delete; VACUUM runs again once they are repaired"
+            ));
         }
     }
     None
@@ -107,20 +192,9 @@ fn overwrites_refusal(probe: &Probe) -> String {
     )
 }
 
-/// The delta crate's name for an inventory operation.
-pub fn maintenance_op(op: Operation) -> tablekeeper_delta::MaintenanceOp {
-    match op {
-        Operation::Compact => tablekeeper_delta::MaintenanceOp::Compact,
-        Operation::Zorder => tablekeeper_delta::MaintenanceOp::Zorder,
-        Operation::Vacuum => tablekeeper_delta::MaintenanceOp::Vacuum,
-        Operation::Checkpoint => tablekeeper_delta::MaintenanceOp::Checkpoint,
-        Operation::Repair => tablekeeper_delta::MaintenanceOp::Repair,
-    }
-}
-
 /// What the newest probe of a table found.
 #[derive(Debug, Clone, Copy)]
-pub enum Probed<'a> {
+pub(crate) enum Probed<'a> {
     /// The table's log, as read.
     Read(&'a Probe),
     /// Storage did not answer (timeout, connection error, 5xx, throttling): maintenance
@@ -129,59 +203,17 @@ pub enum Probed<'a> {
     /// The table cannot be read: missing log or files, damaged log, unsupported protocol,
     /// access denied. Nothing runs until it reads again.
     Unreadable(&'a str),
-}
-
-/// Decides whether `op` should run on the table now.
-///
-/// `last_success` is the last success known to the caller (job table and log combined);
-/// the log alone misses runs that committed nothing, such as a VACUUM that found no file
-/// to delete.
-pub fn decide(
-    spec: &TableSpec,
-    op: Operation,
-    probe: Probed<'_>,
-    last_success: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Decision {
-    if spec.paused {
-        return Decision::Skip(
-            "table is paused (`maintenance.paused: true` or the pause route)".into(),
-        );
-    }
-    if !spec.operation_enabled(op) {
-        return Decision::Skip(format!("{op} is disabled for this table"));
-    }
-    let probe = match probe {
-        Probed::Read(p) => p,
-        Probed::Unreachable(e) => {
-            return Decision::Skip(format!(
-                "storage did not answer the last probe, maintenance waits for it: {e}"
-            ))
-        }
-        Probed::Unreadable(e) => {
-            return Decision::Refuse(format!(
-                "table is unreadable, no maintenance runs until it reads again: {e}"
-            ))
-        }
-    };
-    if let Some(reason) = safety_gate(spec, op, Some(probe)) {
-        return Decision::Refuse(reason);
-    }
-    match need(spec, op, probe, last_success, now) {
-        Decision::Run(reason) if op.rewrites() => match overwrite_window::open_at(spec, now) {
-            Some((_, closes)) => Decision::Run(format!(
-                "{reason}; deferred until the overwrite window closes at {}",
-                closes.format("%Y-%m-%d %H:%M UTC")
-            )),
-            None => Decision::Run(reason),
-        },
-        other => other,
-    }
+    /// No probe at hand yet (the replica just started, or the caller reads no log).
+    NotYet,
 }
 
 /// When a job of `op` may start at the earliest: the end of the overwrite window open at
 /// `now` for rewrites, else `None` (now).
-pub fn not_before(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn not_before(
+    spec: &TableSpec,
+    op: Operation,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     if !op.rewrites() {
         return None;
     }
@@ -189,7 +221,7 @@ pub fn not_before(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Option
 }
 
 /// The need check alone (gates already passed).
-fn need(
+fn needed(
     spec: &TableSpec,
     op: Operation,
     probe: &Probe,
@@ -288,7 +320,7 @@ fn need(
 /// When an operation last succeeded on a table according to the Delta log (so work done
 /// by other engines counts). Compaction counts any OPTIMIZE, Z-order included, because
 /// both leave the table compacted.
-pub fn last_success_from_log(probe: &Probe, op: Operation) -> Option<DateTime<Utc>> {
+pub(crate) fn last_success_from_log(probe: &Probe, op: Operation) -> Option<DateTime<Utc>> {
     match op {
         Operation::Compact => probe.last_optimize_at.max(probe.last_zorder_at),
         Operation::Zorder => probe.last_zorder_at,
@@ -336,6 +368,17 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         "2026-11-29T12:00:00Z".parse().unwrap()
+    }
+
+    /// A schedule tick's question.
+    fn decide(
+        spec: &TableSpec,
+        op: Operation,
+        probe: Probed<'_>,
+        last_success: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Decision {
+        admit(spec, op, probe, Need::Check { last_success }, now)
     }
 
     #[test]
@@ -499,7 +542,61 @@ mod tests {
         let yaml = "tables:\n  - name: t\n    path: s3://lake/t\n    owner: o\n    writers:\n      topology: multi-writer\n      log_store: dynamodb\n";
         let inv = Inventory::parse(Path::new("inv.yaml"), yaml).unwrap();
         for op in Operation::ALL {
-            assert!(safety_gate(&inv.tables[0], op, None).is_some(), "{op}");
+            let d = admit(&inv.tables[0], op, Probed::NotYet, Need::Forced, now());
+            assert!(matches!(d, Decision::Refuse(_)), "{op}: {d:?}");
         }
+    }
+
+    #[test]
+    fn a_person_asking_skips_the_need_check_never_a_safety_check() {
+        let s = spec("    maintenance:\n      checkpoint: { max_commits_since_checkpoint: 100 }\n");
+        let few = probe(serde_json::json!({"commits_since_checkpoint": 1}));
+        assert!(!decide(&s, Operation::Checkpoint, Probed::Read(&few), None, now()).should_run());
+        let forced = admit(
+            &s,
+            Operation::Checkpoint,
+            Probed::Read(&few),
+            Need::Forced,
+            now(),
+        );
+        assert!(forced.should_run(), "{forced:?}");
+        // storage trouble or no probe yet: the request waits in the queue
+        for probed in [Probed::Unreachable("timed out"), Probed::NotYet] {
+            assert!(admit(&s, Operation::Compact, probed, Need::Forced, now()).should_run());
+        }
+        let d = admit(
+            &s,
+            Operation::Compact,
+            Probed::Read(&probe(overwrites())),
+            Need::Forced,
+            now(),
+        );
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        let d = admit(
+            &s,
+            Operation::Compact,
+            Probed::Unreadable("gone"),
+            Need::Forced,
+            now(),
+        );
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        let paused = spec("    maintenance:\n      paused: true\n");
+        let d = admit(
+            &paused,
+            Operation::Compact,
+            Probed::Read(&few),
+            Need::Forced,
+            now(),
+        );
+        assert!(d.reason().contains("resume it first"), "{d:?}");
+        let off = spec("    maintenance:\n      vacuum: { enabled: false }\n");
+        let d = admit(
+            &off,
+            Operation::Vacuum,
+            Probed::Read(&few),
+            Need::Forced,
+            now(),
+        );
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
     }
 }

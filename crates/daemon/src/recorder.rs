@@ -7,18 +7,25 @@
 //! the stale writes are the same whichever replica saw them first. A failed store call
 //! loses nothing: the records go back to the prober and the next probe tries again.
 
+use chrono::Utc;
 use tablekeeper_delta::{CommitRecord, Probe, StaleWrite};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{CommitRow, StaleWriteRow, Trigger};
 use tracing::{info, warn};
 
-use crate::planner;
+use crate::fleet::ProbeFailure;
+use crate::planner::{self, Need, Probed};
 use crate::runtime::Runtime;
 use crate::scheduler;
 
-/// Probes the table and records what the probe read; the probe's result for the caller.
-pub async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, String> {
+/// Probes the table, publishes its gauges, and records what the probe read; the probe's
+/// result for the caller.
+pub(crate) async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
     let probe = rt.fleet.probe(spec).await;
+    if let Err(failure) = &probe {
+        rt.metrics.count_probe_failure(&spec.name, failure.kind);
+    }
+    crate::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
     record_history(rt, spec).await;
     if let Ok(probe) = &probe {
         record_stale_writes(rt, spec, probe).await;
@@ -60,11 +67,16 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
         }
         Err(e) => warn!(table = %spec.name, error = %e, "cannot record stale writes"),
     }
-    let waiting = probe.pending_stale_writes().any(|w| !w.over_repair);
-    if !waiting || !spec.operation_enabled(Operation::Repair) || spec.paused {
-        return;
-    }
-    if planner::safety_gate(spec, Operation::Repair, Some(probe)).is_some() {
+    let need = Need::Check { last_success: None };
+    if !planner::admit(
+        spec,
+        Operation::Repair,
+        Probed::Read(probe),
+        need,
+        Utc::now(),
+    )
+    .should_run()
+    {
         return;
     }
     match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {

@@ -13,11 +13,12 @@ use std::sync::Arc;
 use chrono::Utc;
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_store::{JobId, NewJob, Trigger};
+use tablekeeper_vocab::ProbeFailureKind;
 use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::planner::{self, Decision};
+use crate::planner::{self, Decision, Need, Probed};
 use crate::runtime::Runtime;
 
 /// Identity of one schedule entry: changing any part replaces the scheduler job.
@@ -172,18 +173,12 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
         .map(|t| t.with_timezone(&Utc));
     let probe = crate::recorder::probe(rt, &spec).await;
     let last_success = rt.fleet.last_success(table, op);
-    let transient = rt
-        .fleet
-        .with_state(table, |s| {
-            s.probe_error_kind == Some(crate::fleet::ProbeFailureKind::Transient)
-        })
-        .unwrap_or(false);
-    let probed = match (&probe, transient) {
-        (Ok(p), _) => planner::Probed::Read(p),
-        (Err(e), true) => planner::Probed::Unreachable(e),
-        (Err(e), false) => planner::Probed::Unreadable(e),
+    let probed = match &probe {
+        Ok(p) => Probed::Read(p),
+        Err(f) if f.kind == ProbeFailureKind::Transient => Probed::Unreachable(&f.message),
+        Err(f) => Probed::Unreadable(&f.message),
     };
-    let decision = planner::decide(&spec, op, probed, last_success, Utc::now());
+    let decision = planner::admit(&spec, op, probed, Need::Check { last_success }, Utc::now());
     match &decision {
         Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
             Ok((job_id, created)) => {

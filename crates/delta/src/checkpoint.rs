@@ -24,6 +24,7 @@ use chrono::Utc;
 use deltalake::checkpoints::create_checkpoint;
 use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::{ObjectStoreError, Path};
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -31,17 +32,17 @@ use tokio_util::sync::CancellationToken;
 use crate::error::DeltaError;
 use crate::log::{list_log, read_commit, LogListing};
 use crate::log_integrity::{damage, plan_cleanup, CleanupBounds, CleanupPlan};
-use crate::maintainable::{check_maintainable, TableProtocol};
 use crate::open::{open_table, open_table_at, unguarded_log_store};
-use crate::presence::{ensure_present, explain_load_failure};
-use crate::report::{MaintenanceOp, OpReport};
+use crate::prepare::{prepare, Prepared};
+use crate::report::OpReport;
 use crate::retention::{
     effective_log_retention, EXPIRED_LOG_CLEANUP_PROPERTY, LOG_RETENTION_PROPERTY,
 };
 use crate::run::cancellable;
 use crate::snapshot::{active_files, paths};
+use tablekeeper_vocab::Operation;
 
-const OP: MaintenanceOp = MaintenanceOp::Checkpoint;
+const OP: Operation = Operation::Checkpoint;
 
 /// Which log files a checkpoint run may delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,24 +132,30 @@ pub(crate) fn ensure_log_sound(
 /// Checkpoints `table_uri` when due (or forced), cleans up expired log files as `options` allow
 /// once the deletion is proven safe, then reloads the table from storage and fails loudly if it
 /// does not read back the same.
-pub async fn checkpoint(
+///
+/// The future is boxed here, once, so callers can spawn it without proving `Send` themselves.
+pub fn checkpoint<'a>(
+    table_uri: &'a str,
+    options: &'a CheckpointOptions,
+    cancel: &'a CancellationToken,
+) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
+    Box::pin(run(table_uri, options, cancel))
+}
+
+async fn run(
     table_uri: &str,
     options: &CheckpointOptions,
     cancel: &CancellationToken,
 ) -> Result<OpReport, DeltaError> {
     let started = Instant::now();
     let uri = table_uri;
-    let table = match cancellable(cancel, uri, OP, open_table(uri)).await {
-        Ok(table) => table,
-        Err(err) => return Err(explain_load_failure(uri, err).await),
-    };
-    let version = table.version().unwrap_or(0);
+    let Prepared {
+        table,
+        version,
+        protocol,
+        files,
+    } = prepare(uri, OP, cancel).await?;
     let mut report = OpReport::new(OP, uri, i64::try_from(version).unwrap_or(i64::MAX), false);
-    let protocol = TableProtocol::of(uri, &table)?;
-    check_maintainable(&protocol, OP)?;
-    // a damaged table gets no checkpoint: it would carry the dangling references forward
-    let files = active_files(&table, uri).await?;
-    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let expected = paths(&files);
     drop(files);
     let store = table.object_store();

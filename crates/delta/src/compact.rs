@@ -1,31 +1,22 @@
 //! Compaction: bin-packing small files, only where a partition has enough of them.
 //!
 //! Owns deciding which partitions qualify (at least `min_small_files` files under
-//! `small_file_factor × target_file_size`, counted from the log) and running deltalake's OPTIMIZE
-//! with partition filters on exactly those, so the work is proportional to what needs it.
-//! Every commit is checked by the duplicate-rewrite guard. No other engine may compact a table
-//! tablekeeper maintains: deltalake cannot detect a concurrent compaction (DESIGN.md).
+//! `small_file_factor × target_file_size`, counted from the log); the rewrite of exactly those
+//! runs in `optimize.rs`, so the work is proportional to what needs it. Every commit is checked
+//! by the duplicate-rewrite guard. No other engine may compact a table tablekeeper maintains:
+//! deltalake cannot detect a concurrent compaction (DESIGN.md).
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
-use std::time::Instant;
 
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
+use tablekeeper_vocab::Operation;
 
 use crate::error::DeltaError;
 use crate::log::{ordered_partition_values, partition_key};
-use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::open_table;
-use crate::presence::ensure_present;
-use crate::report::{MaintenanceOp, OpReport};
-use crate::rewrite::{
-    filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
-};
-use crate::run::{cancellable, run_marker, ConflictRetry};
-use crate::snapshot::{active_files, paths, ActiveFile};
-
-const OP: MaintenanceOp = MaintenanceOp::Compact;
+use crate::optimize::Plan;
+use crate::prepare::Prepared;
+use crate::rewrite::PartitionScope;
+use crate::snapshot::ActiveFile;
 
 /// Default share of the target size under which a file counts as small. Spark's auto-compaction
 /// treats files under half of `maxFileSize` as small; three quarters also catches the files an
@@ -56,7 +47,7 @@ pub(crate) fn small_file_threshold(target_file_size: u64, factor: f64) -> u64 {
 
 pub(crate) fn validate_sizing(
     uri: &str,
-    operation: MaintenanceOp,
+    operation: Operation,
     target_file_size: u64,
     factor: f64,
 ) -> Result<NonZeroU64, DeltaError> {
@@ -104,133 +95,26 @@ pub(crate) fn qualifying_partitions(
         .collect()
 }
 
-/// Compacts the partitions of `table_uri` that hold at least `min_small_files` small files.
-///
-/// Cancellation drops the running OPTIMIZE before it commits; see the crate docs.
-pub async fn compact(
-    table_uri: &str,
-    options: &CompactOptions,
-    cancel: &CancellationToken,
-) -> Result<OpReport, DeltaError> {
-    let started = Instant::now();
-    let target = validate_sizing(
-        table_uri,
-        OP,
-        options.target_file_size,
-        options.small_file_factor,
-    )?;
+/// The partitions with enough small files, and what rewriting them would read.
+pub(crate) fn plan(prepared: &Prepared, options: &CompactOptions) -> Plan {
     let min_small_files = options.min_small_files.max(1);
-    let run_id = Uuid::new_v4().to_string();
-    let mut retry = ConflictRetry::new(options.max_conflict_retries);
-    let mut report: Option<OpReport> = None;
-    loop {
-        match attempt(
-            table_uri,
-            options,
-            target,
-            min_small_files,
-            &run_id,
-            &mut report,
-            cancel,
-        )
-        .await
-        {
-            Ok(()) => break,
-            Err(err) => retry.after_failure(err, cancel, table_uri, OP).await?,
-        }
-    }
-    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
-        table: table_uri.to_owned(),
-        reason: "compaction finished without reading the table".into(),
-    })?;
-    report.conflicts += retry.conflicts;
-    Ok(report.finish(started))
-}
-
-async fn attempt(
-    uri: &str,
-    options: &CompactOptions,
-    target: NonZeroU64,
-    min_small_files: u64,
-    run_id: &str,
-    report: &mut Option<OpReport>,
-    cancel: &CancellationToken,
-) -> Result<(), DeltaError> {
-    let table = cancellable(cancel, uri, OP, open_table(uri)).await?;
-    let version = table.version().unwrap_or(0);
-    let report = report.get_or_insert_with(|| {
-        OpReport::new(
-            OP,
-            uri,
-            i64::try_from(version).unwrap_or(i64::MAX),
-            options.dry_run,
-        )
-    });
-    let protocol = TableProtocol::of(uri, &table)?;
-    check_maintainable(&protocol, OP)?;
-
-    let files = active_files(&table, uri).await?;
-    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
     let qualifying = qualifying_partitions(
-        &files,
-        &protocol.partition_columns,
+        &prepared.files,
+        &prepared.protocol.partition_columns,
         threshold,
         min_small_files,
     );
     if qualifying.is_empty() {
-        if report.commits.is_empty() {
-            report.skipped = Some(format!(
-                "no partition holds {min_small_files} or more small files (under {threshold} bytes)"
-            ));
-        }
-        return Ok(());
+        return Plan::Nothing(format!(
+            "no partition holds {min_small_files} or more small files (under {threshold} bytes)"
+        ));
     }
-    if options.dry_run {
-        // an estimate: deltalake also bins files up to the target size with the small ones
-        report.files_removed = qualifying.values().map(|(count, _)| count).sum();
-        report.bytes_removed = qualifying.values().map(|(_, bytes)| bytes).sum();
-        report.partitions_touched = qualifying.keys().map(|scope| scope.key.clone()).collect();
-        return Ok(());
+    Plan::Rewrite {
+        files: qualifying.values().map(|(count, _)| count).sum(),
+        bytes: qualifying.values().map(|(_, bytes)| bytes).sum(),
+        scopes: qualifying.into_keys().collect(),
     }
-
-    let scopes: Vec<PartitionScope> = qualifying.into_keys().collect();
-    tracing::info!(
-        table = uri,
-        version,
-        partitions = scopes.len(),
-        "compacting"
-    );
-    let mut known = Some((version, paths(&files)));
-    drop(files);
-    let spec = RewriteSpec {
-        operation: OP,
-        rewrite: Rewrite::Compact,
-        target_size: target,
-        marker: run_marker(run_id, OP),
-    };
-    let mut current = table;
-    for filters in filter_sets(&protocol.partition_columns, &scopes) {
-        let base_version = current.version().unwrap_or(0);
-        let known_at_base = known.take().filter(|(v, _)| *v == base_version);
-        current = optimize_once(uri, &current, &spec, &filters, cancel).await?;
-        known = record_commits(
-            uri,
-            &current,
-            base_version,
-            run_id,
-            known_at_base,
-            &protocol.partition_columns,
-            report,
-        )
-        .await?;
-    }
-    if report.commits.is_empty() {
-        report.skipped = Some("deltalake found no bins of two or more files to merge".into());
-    } else {
-        report.skipped = None;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -278,9 +162,10 @@ mod tests {
 
     #[test]
     fn sizing_is_validated() {
-        assert!(validate_sizing("/t", OP, 0, 0.75).is_err());
-        assert!(validate_sizing("/t", OP, 10, 0.0).is_err());
-        assert!(validate_sizing("/t", OP, 10, 1.5).is_err());
+        let op = Operation::Compact;
+        assert!(validate_sizing("/t", op, 0, 0.75).is_err());
+        assert!(validate_sizing("/t", op, 10, 0.0).is_err());
+        assert!(validate_sizing("/t", op, 10, 1.5).is_err());
         assert_eq!(small_file_threshold(1000, DEFAULT_SMALL_FILE_FACTOR), 750);
     }
 }

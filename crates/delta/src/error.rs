@@ -9,7 +9,7 @@
 use deltalake::kernel::transaction::TransactionError;
 use deltalake::{DeltaTableError, ObjectStoreError};
 
-use crate::report::MaintenanceOp;
+use tablekeeper_vocab::Operation;
 
 /// How the worker should treat a failed operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -48,7 +48,7 @@ pub enum DeltaError {
     )]
     UnsupportedProtocol {
         table: String,
-        operation: MaintenanceOp,
+        operation: Operation,
         features: Vec<String>,
         reason: String,
     },
@@ -77,7 +77,7 @@ pub enum DeltaError {
     #[error("invalid {operation} options for `{table}`: {reason}")]
     InvalidOptions {
         table: String,
-        operation: MaintenanceOp,
+        operation: Operation,
         reason: String,
     },
 
@@ -116,7 +116,7 @@ pub enum DeltaError {
     )]
     Conflict {
         table: String,
-        operation: MaintenanceOp,
+        operation: Operation,
         attempts: u32,
         #[source]
         source: Box<DeltaTableError>,
@@ -127,10 +127,7 @@ pub enum DeltaError {
         "{operation} on `{table}` was cancelled before it committed; any Parquet files it had \
          written are unreferenced and a `full` vacuum will reclaim them"
     )]
-    Cancelled {
-        table: String,
-        operation: MaintenanceOp,
-    },
+    Cancelled { table: String, operation: Operation },
 
     /// A fresh load after writing a checkpoint did not read back the same table.
     #[error(

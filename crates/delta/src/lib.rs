@@ -1,8 +1,8 @@
 //! Delta Lake probing and maintenance for tablekeeper, on deltalake 1.1.2.
 //!
 //! This crate owns everything tablekeeper does to a Delta table: reading its health from the
-//! log ([`Prober`]), and the four maintenance operations — [`compact`], [`zorder`], [`vacuum`],
-//! [`checkpoint`] — each taking plain options, returning an [`OpReport`] for the job result, and
+//! log ([`Prober`]), and the maintenance operations — [`optimize`] (compaction and Z-order),
+//! [`vacuum`], [`checkpoint`], [`repair`] — each taking plain options, returning an [`OpReport`] for the job result, and
 //! failing with a [`DeltaError`] whose [`DeltaError::class`] tells the worker what to do.
 //! It depends on no other tablekeeper crate and never reads credentials from anywhere but the
 //! environment.
@@ -33,7 +33,9 @@ mod log_guard;
 mod log_integrity;
 mod maintainable;
 mod open;
+mod optimize;
 pub mod peers;
+mod prepare;
 mod presence;
 mod probe;
 mod repair;
@@ -47,20 +49,22 @@ mod vacuum;
 mod zorder;
 
 pub use checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
-pub use compact::{compact, CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
+pub use compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use error::{classify_delta_error, DeltaError, ErrorClass};
 pub use guard::{removed_but_inactive, verify_rewrite_commit};
 pub use history::CommitRecord;
 pub use maintainable::{check_maintainable, TableProtocol};
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
+pub use optimize::{optimize, Optimize};
 pub use probe::{
     HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY,
 };
 pub use repair::{repair, PlannedFile, RepairOptions, RepairPlan};
-pub use report::{MaintenanceOp, OpReport, RetentionDrift, MAX_REPORTED_PATHS};
+pub use report::{OpReport, RetentionDrift, MAX_REPORTED_PATHS};
 pub use retention::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,
 };
 pub use stale::{StaleWrite, DEFAULT_STALE_WATCH};
+pub use tablekeeper_vocab::Operation;
 pub use vacuum::{vacuum, VacuumMode, VacuumOptions};
-pub use zorder::{files_added_since, zorder, FilesAddedSince, ZorderOptions};
+pub use zorder::{files_added_since, FilesAddedSince, ZorderOptions};

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::DeltaError;
-use crate::report::MaintenanceOp;
+use tablekeeper_vocab::Operation;
 
 /// Reader features deltalake-core 1.1.3 can read, mirrored from
 /// `kernel/transaction/protocol.rs` (`INSTANCE`, built with the `datafusion` feature).
@@ -178,7 +178,7 @@ impl TableProtocol {
 ///
 /// Checkpoints stay allowed on deletion-vector tables: the kernel writes checkpoints from log
 /// replay and carries deletion vector descriptors through unchanged.
-pub fn check_maintainable(protocol: &TableProtocol, op: MaintenanceOp) -> Result<(), DeltaError> {
+pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
     let refuse = |features: Vec<String>, reason: String| DeltaError::UnsupportedProtocol {
         table: protocol.table.clone(),
         operation: op,
@@ -207,7 +207,7 @@ pub fn check_maintainable(protocol: &TableProtocol, op: MaintenanceOp) -> Result
             "the table needs reader features deltalake 1.1.2 does not support".into(),
         ));
     }
-    if op == MaintenanceOp::Checkpoint {
+    if op == Operation::Checkpoint {
         return Ok(());
     }
     if protocol.deletion_vectors_enabled() {
@@ -227,7 +227,7 @@ pub fn check_maintainable(protocol: &TableProtocol, op: MaintenanceOp) -> Result
             "the table needs writer features deltalake 1.1.2 does not support".into(),
         ));
     }
-    let rewrites = matches!(op, MaintenanceOp::Compact | MaintenanceOp::Zorder);
+    let rewrites = matches!(op, Operation::Compact | Operation::Zorder);
     if rewrites && protocol.column_mapping_enabled() {
         return Err(refuse(
             vec!["columnMapping".into()],
@@ -266,10 +266,10 @@ mod tests {
     fn plain_tables_are_maintainable() {
         let p = protocol(1, 2, &[], &[], &[]);
         for op in [
-            MaintenanceOp::Compact,
-            MaintenanceOp::Zorder,
-            MaintenanceOp::Vacuum,
-            MaintenanceOp::Checkpoint,
+            Operation::Compact,
+            Operation::Zorder,
+            Operation::Vacuum,
+            Operation::Checkpoint,
         ] {
             assert!(check_maintainable(&p, op).is_ok(), "{op}");
         }
@@ -280,7 +280,7 @@ mod tests {
             &["timestampNtz", "appendOnly"],
             &[],
         );
-        assert!(check_maintainable(&p, MaintenanceOp::Compact).is_ok());
+        assert!(check_maintainable(&p, Operation::Compact).is_ok());
     }
 
     #[test]
@@ -289,23 +289,19 @@ mod tests {
             protocol(3, 7, &["deletionVectors"], &["deletionVectors"], &[]),
             protocol(1, 2, &[], &[], &[("delta.enableDeletionVectors", "true")]),
         ] {
-            for op in [
-                MaintenanceOp::Compact,
-                MaintenanceOp::Zorder,
-                MaintenanceOp::Vacuum,
-            ] {
+            for op in [Operation::Compact, Operation::Zorder, Operation::Vacuum] {
                 let err = check_maintainable(&p, op).expect_err("refused");
                 assert!(err.to_string().contains("deletion vectors"), "{err}");
                 assert!(err.to_string().contains("s3://lake/t"), "{err}");
             }
-            assert!(check_maintainable(&p, MaintenanceOp::Checkpoint).is_ok());
+            assert!(check_maintainable(&p, Operation::Checkpoint).is_ok());
         }
     }
 
     #[test]
     fn unknown_features_are_refused() {
         let p = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
-        let err = check_maintainable(&p, MaintenanceOp::Compact).expect_err("refused");
+        let err = check_maintainable(&p, Operation::Compact).expect_err("refused");
         match err {
             DeltaError::UnsupportedProtocol { features, .. } => {
                 assert_eq!(
@@ -316,20 +312,18 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         // identity columns come with legacy writer version 6
-        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), MaintenanceOp::Vacuum).is_err());
+        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Vacuum).is_err());
         // an unreadable table is refused even for checkpoints
         let p = protocol(3, 7, &["futureFeature"], &[], &[]);
-        assert!(check_maintainable(&p, MaintenanceOp::Checkpoint).is_err());
-        assert!(
-            check_maintainable(&protocol(4, 7, &[], &[], &[]), MaintenanceOp::Checkpoint).is_err()
-        );
+        assert!(check_maintainable(&p, Operation::Checkpoint).is_err());
+        assert!(check_maintainable(&protocol(4, 7, &[], &[], &[]), Operation::Checkpoint).is_err());
     }
 
     #[test]
     fn column_mapping_blocks_rewrites_only() {
         let p = protocol(2, 5, &[], &[], &[("delta.columnMapping.mode", "name")]);
-        assert!(check_maintainable(&p, MaintenanceOp::Compact).is_err());
-        assert!(check_maintainable(&p, MaintenanceOp::Zorder).is_err());
-        assert!(check_maintainable(&p, MaintenanceOp::Vacuum).is_ok());
+        assert!(check_maintainable(&p, Operation::Compact).is_err());
+        assert!(check_maintainable(&p, Operation::Zorder).is_err());
+        assert!(check_maintainable(&p, Operation::Vacuum).is_ok());
     }
 }

@@ -81,7 +81,7 @@ pub(crate) async fn ensure_present(
             files: missing,
         });
     }
-    let latest = table.version().unwrap_or(0);
+    let latest = crate::prepare::loaded_version(uri, table)?;
     let hint = last_checkpoint(table.object_store().as_ref(), uri)
         .await?
         .map(|cp| cp.version);

@@ -391,7 +391,7 @@ async fn probe_tracked(
 ) -> Result<Probe, DeltaError> {
     let probed_at = Utc::now();
     let table = &tracked.table;
-    let version = table.version().unwrap_or(0);
+    let version = crate::prepare::loaded_version(uri, table)?;
     let protocol = TableProtocol::of(uri, table)?;
 
     let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);

@@ -28,6 +28,7 @@ use deltalake::kernel::{Action, Add, Remove};
 use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::protocol::DeltaOperation;
 use deltalake::{DeltaTable, ObjectStoreError, Path};
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -36,15 +37,15 @@ use uuid::Uuid;
 use crate::error::DeltaError;
 use crate::guard::{check_commit, Verdict};
 use crate::log::{list_log, read_commits, Commit};
-use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::{open_table, open_table_at};
-use crate::presence::ensure_present;
-use crate::report::{MaintenanceOp, OpReport};
+use crate::open::open_table_at;
+use crate::prepare::{prepare, Prepared};
+use crate::report::OpReport;
 use crate::run::{cancellable, run_commits, run_marker};
-use crate::snapshot::{active_files, paths, ActiveFile};
+use crate::snapshot::{paths, ActiveFile};
 use crate::stale::{Detection, StaleWatch, DEFAULT_STALE_WATCH};
+use tablekeeper_vocab::Operation;
 
-const OP: MaintenanceOp = MaintenanceOp::Repair;
+const OP: Operation = Operation::Repair;
 
 /// Stale writes repaired in one run, at most; each is planned on the table as the previous
 /// repair left it.
@@ -101,7 +102,17 @@ pub struct RepairPlan {
 /// Finds the pending stale writes of `table_uri` and repairs each exactly (or only plans, with
 /// `dry_run`). The report lists every plan in `repairs`; a plan that cannot be exact is refused
 /// and fails the run after the others were repaired.
-pub async fn repair(
+///
+/// The future is boxed here, once, so callers can spawn it without proving `Send` themselves.
+pub fn repair<'a>(
+    table_uri: &'a str,
+    options: &'a RepairOptions,
+    cancel: &'a CancellationToken,
+) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
+    Box::pin(run(table_uri, options, cancel))
+}
+
+async fn run(
     table_uri: &str,
     options: &RepairOptions,
     cancel: &CancellationToken,
@@ -112,8 +123,12 @@ pub async fn repair(
     let mut report: Option<OpReport> = None;
     let mut done: BTreeSet<i64> = BTreeSet::new();
     for _ in 0..MAX_REPAIRS_PER_RUN {
-        let table = cancellable(cancel, uri, OP, open_table(uri)).await?;
-        let version = table.version().unwrap_or(0);
+        let Prepared {
+            table,
+            version,
+            files,
+            ..
+        } = prepare(uri, OP, cancel).await?;
         let report = report.get_or_insert_with(|| {
             OpReport::new(
                 OP,
@@ -122,10 +137,6 @@ pub async fn repair(
                 options.dry_run,
             )
         });
-        let protocol = TableProtocol::of(uri, &table)?;
-        check_maintainable(&protocol, OP)?;
-        let files = active_files(&table, uri).await?;
-        cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
         let lineage = cancellable(
             cancel,
             uri,
@@ -527,7 +538,7 @@ async fn commit_repair(
     adds: Vec<Add>,
     files: &[ActiveFile],
 ) -> Result<Commit, DeltaError> {
-    let base = table.version().unwrap_or(0);
+    let base = crate::prepare::loaded_version(uri, table)?;
     let snapshot = table
         .snapshot()
         .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;

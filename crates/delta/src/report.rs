@@ -1,47 +1,12 @@
 //! What a maintenance operation did, as it goes into the job's `result` JSON.
 //!
-//! Owns [`OpReport`] and the closed [`MaintenanceOp`] vocabulary of this crate (the daemon maps
-//! the inventory's own `Operation` onto it). Reports are facts read back from the log after the
-//! operation, never estimates, except where a field says so (dry runs).
+//! Owns [`OpReport`]. Reports are facts read back from the log after the operation, never
+//! estimates, except where a field says so (dry runs).
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-
-/// The maintenance operations this crate performs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MaintenanceOp {
-    /// OPTIMIZE bin-packing of small files.
-    Compact,
-    /// OPTIMIZE ZORDER BY.
-    Zorder,
-    /// VACUUM of unreferenced data files.
-    Vacuum,
-    /// Checkpoint creation and expired-log cleanup.
-    Checkpoint,
-    /// Exact repair of stale writes over tablekeeper's rewrites.
-    Repair,
-}
-
-impl MaintenanceOp {
-    /// The name used in job rows, metrics labels and messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MaintenanceOp::Compact => "compact",
-            MaintenanceOp::Zorder => "zorder",
-            MaintenanceOp::Vacuum => "vacuum",
-            MaintenanceOp::Checkpoint => "checkpoint",
-            MaintenanceOp::Repair => "repair",
-        }
-    }
-}
-
-impl std::fmt::Display for MaintenanceOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use tablekeeper_vocab::Operation;
 
 /// How far the configured and the table's own retention disagree (reported, never resolved).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,7 +25,7 @@ pub const MAX_REPORTED_PATHS: usize = 1000;
 #[derive(Debug, Clone, Serialize)]
 pub struct OpReport {
     /// Which operation ran.
-    pub operation: MaintenanceOp,
+    pub operation: Operation,
     /// The table uri.
     pub table: String,
     /// True when nothing was changed on purpose.
@@ -116,7 +81,7 @@ pub struct OpReport {
 impl OpReport {
     /// An empty report for `operation` on `table`, starting at `version_before`.
     pub(crate) fn new(
-        operation: MaintenanceOp,
+        operation: Operation,
         table: &str,
         version_before: i64,
         dry_run: bool,
@@ -174,7 +139,7 @@ mod tests {
 
     #[test]
     fn deletion_list_is_capped_and_flagged() {
-        let mut report = OpReport::new(MaintenanceOp::Vacuum, "/t", 3, true);
+        let mut report = OpReport::new(Operation::Vacuum, "/t", 3, true);
         let paths: Vec<String> = (0..MAX_REPORTED_PATHS + 5)
             .map(|i| format!("part-{i}.parquet"))
             .collect();

@@ -26,8 +26,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::DeltaError;
 use crate::guard::{check_commit, Verdict};
 use crate::log::{partition_key, read_commits, Commit};
-use crate::report::{MaintenanceOp, OpReport};
+use crate::report::OpReport;
 use crate::run::{cancellable, run_commits};
+use tablekeeper_vocab::Operation;
 
 /// One partition to work on: its key and its raw values in partition-column order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -123,7 +124,7 @@ pub(crate) enum Rewrite {
 /// Everything one scoped OPTIMIZE needs besides the table and its filters.
 #[derive(Debug, Clone)]
 pub(crate) struct RewriteSpec {
-    pub operation: MaintenanceOp,
+    pub operation: Operation,
     pub rewrite: Rewrite,
     pub target_size: NonZeroU64,
     /// Commit metadata: the run marker, plus `operationParameters` for Z-order.

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{is_commit_conflict, DeltaError};
 use crate::log::{commits_after, read_commits, Commit, MARKER_KEY};
-use crate::report::MaintenanceOp;
+use tablekeeper_vocab::Operation;
 
 /// First backoff after a conflict; doubled per retry. Commits take tens of milliseconds on
 /// object stores, so a quarter second lets the winning writer finish its post-commit work.
@@ -35,7 +35,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 pub(crate) async fn cancellable<T>(
     cancel: &CancellationToken,
     table: &str,
-    operation: MaintenanceOp,
+    operation: Operation,
     step: impl Future<Output = Result<T, DeltaError>>,
 ) -> Result<T, DeltaError> {
     tokio::select! {
@@ -78,7 +78,7 @@ impl ConflictRetry {
         err: DeltaError,
         cancel: &CancellationToken,
         table: &str,
-        operation: MaintenanceOp,
+        operation: Operation,
     ) -> Result<(), DeltaError> {
         let source = match err {
             DeltaError::Delta { source, .. } if is_commit_conflict(&source) => source,
@@ -111,7 +111,7 @@ impl ConflictRetry {
 }
 
 /// The commit metadata that marks a commit as written by run `run_id`.
-pub(crate) fn run_marker(run_id: &str, operation: MaintenanceOp) -> HashMap<String, Value> {
+pub(crate) fn run_marker(run_id: &str, operation: Operation) -> HashMap<String, Value> {
     HashMap::from([(
         MARKER_KEY.to_owned(),
         json!({ "runId": run_id, "operation": operation.as_str() }),
@@ -168,11 +168,11 @@ mod tests {
         let cancel = CancellationToken::new();
         let mut retry = ConflictRetry::new(1);
         retry
-            .after_failure(conflict(), &cancel, "/t", MaintenanceOp::Compact)
+            .after_failure(conflict(), &cancel, "/t", Operation::Compact)
             .await
             .expect("first conflict is retried");
         let err = retry
-            .after_failure(conflict(), &cancel, "/t", MaintenanceOp::Compact)
+            .after_failure(conflict(), &cancel, "/t", Operation::Compact)
             .await
             .expect_err("second conflict exceeds the limit");
         assert_eq!(retry.conflicts, 2);
@@ -189,7 +189,7 @@ mod tests {
                 DeltaError::NotADeltaTable { table: "/t".into() },
                 &cancel,
                 "/t",
-                MaintenanceOp::Compact,
+                Operation::Compact,
             )
             .await
             .expect_err("not retried");
@@ -201,7 +201,7 @@ mod tests {
     async fn cancellation_drops_the_step() {
         let cancel = CancellationToken::new();
         cancel.cancel();
-        let result = cancellable(&cancel, "/t", MaintenanceOp::Vacuum, async {
+        let result = cancellable(&cancel, "/t", Operation::Vacuum, async {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Ok(())
         })

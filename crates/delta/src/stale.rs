@@ -208,7 +208,7 @@ pub(crate) async fn pending_stale_writes(
     window: Duration,
     now_ms: i64,
 ) -> Result<Vec<i64>, DeltaError> {
-    let latest = table.version().unwrap_or(0);
+    let latest = crate::prepare::loaded_version(uri, table)?;
     let since = now_ms.saturating_sub(i64::try_from(window.as_millis()).unwrap_or(i64::MAX));
     let listing = list_log(table.object_store().as_ref(), uri).await?;
     let versions: Vec<u64> = listing

@@ -27,30 +27,31 @@ use deltalake::kernel::transaction::CommitProperties;
 use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::operations::vacuum::{Clock, VacuumMode as DeltaVacuumMode};
 use deltalake::{DeltaTable, ObjectStoreError, Path};
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
 use crate::log::{decode_path, list_log, read_commit, LOG_READ_CONCURRENCY};
-use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::{open_table, open_table_at, table_url};
-use crate::presence::ensure_present;
-use crate::report::{MaintenanceOp, OpReport};
+use crate::open::{open_table_at, table_url};
+use crate::prepare::{prepare, Prepared};
+use crate::report::OpReport;
 use crate::retention::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
 use crate::run::{cancellable, run_commits, run_marker};
 use crate::snapshot::{active_files, paths};
 use crate::stale::pending_stale_writes;
+use tablekeeper_vocab::Operation;
 
-const OP: MaintenanceOp = MaintenanceOp::Vacuum;
+const OP: Operation = Operation::Vacuum;
 
 /// Concurrent HEAD requests while sizing the deletion list; bounded so a large list does not
 /// trip object-store rate limits (S3 allows ~5,500 GET/HEAD per second per prefix).
 const HEAD_CONCURRENCY: usize = 32;
 
 /// Which files VACUUM considers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VacuumMode {
     /// Tombstones from the log only (cheap; misses orphans never referenced by the log).
@@ -85,25 +86,35 @@ impl Clock for FixedClock {
 }
 
 /// Vacuums `table_uri`: dry run, cross-check, then delete (unless `dry_run`).
-pub async fn vacuum(
+///
+/// The future is boxed here, once, so callers can spawn it without proving `Send` themselves.
+pub fn vacuum<'a>(
+    table_uri: &'a str,
+    options: &'a VacuumOptions,
+    cancel: &'a CancellationToken,
+) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
+    Box::pin(run(table_uri, options, cancel))
+}
+
+async fn run(
     table_uri: &str,
     options: &VacuumOptions,
     cancel: &CancellationToken,
 ) -> Result<OpReport, DeltaError> {
     let started = Instant::now();
     let uri = table_uri;
-    let table = cancellable(cancel, uri, OP, open_table(uri)).await?;
-    let version = table.version().unwrap_or(0);
+    let Prepared {
+        table,
+        version,
+        protocol,
+        files,
+    } = prepare(uri, OP, cancel).await?;
     let mut report = OpReport::new(
         OP,
         uri,
         i64::try_from(version).unwrap_or(i64::MAX),
         options.dry_run,
     );
-    let protocol = TableProtocol::of(uri, &table)?;
-    check_maintainable(&protocol, OP)?;
-    let files = active_files(&table, uri).await?;
-    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
     let (retention, drift) = effective_retention(
         uri,
         options.inventory_retention,
@@ -341,7 +352,7 @@ pub(crate) async fn protected_files(
     retention: Duration,
     now_ms: i64,
 ) -> Result<HashSet<String>, DeltaError> {
-    let latest = table.version().unwrap_or(0);
+    let latest = crate::prepare::loaded_version(uri, table)?;
     let listing = list_log(table.object_store().as_ref(), uri).await?;
     let cutoff = now_ms.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
     let log_store = table.log_store();

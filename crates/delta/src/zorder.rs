@@ -1,35 +1,26 @@
 //! Z-ordering: clustering files on chosen columns, only in partitions that received new data.
 //!
 //! Owns scoping (partitions with data-changing adds since the last Z-order's version, read from
-//! the log) and running deltalake's `OptimizeType::ZOrder` on them. Z-order is not idempotent:
-//! every run rewrites every file of a scoped partition, so unscoped runs are a standing bill.
-//! deltalake 1.1.x records no Z-order columns in its commit; this module writes Spark's
-//! `operationParameters.zOrderBy` itself so history shows (and the probe finds) Z-order runs.
+//! the log); deltalake's `OptimizeType::ZOrder` runs on them in `optimize.rs`. Z-order is not
+//! idempotent: every run rewrites every file of a scoped partition, so unscoped runs are a
+//! standing bill.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::num::NonZeroU64;
-use std::time::Instant;
 
 use deltalake::DeltaTable;
 use serde::Serialize;
-use serde_json::json;
+use tablekeeper_vocab::Operation;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
-use crate::compact::validate_sizing;
 use crate::error::DeltaError;
 use crate::log::{ordered_partition_values, partition_key, read_commits};
-use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::open_table;
-use crate::presence::ensure_present;
-use crate::report::{MaintenanceOp, OpReport};
-use crate::rewrite::{
-    filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
-};
-use crate::run::{cancellable, run_marker, ConflictRetry};
-use crate::snapshot::{active_files, paths};
+use crate::maintainable::TableProtocol;
+use crate::optimize::Plan;
+use crate::prepare::Prepared;
+use crate::rewrite::PartitionScope;
+use crate::run::cancellable;
 
-const OP: MaintenanceOp = MaintenanceOp::Zorder;
+const OP: Operation = Operation::Zorder;
 
 /// Options of one Z-order run.
 #[derive(Debug, Clone)]
@@ -79,7 +70,7 @@ async fn scopes_added_since(
     uri: &str,
     since_version: i64,
 ) -> Result<(FilesAddedSince, Vec<PartitionScope>), DeltaError> {
-    let current = table.version().unwrap_or(0);
+    let current = crate::prepare::loaded_version(uri, table)?;
     let partition_columns = TableProtocol::of(uri, table)?.partition_columns;
     let from = u64::try_from(since_version.saturating_add(1)).unwrap_or(0);
     let mut summary = FilesAddedSince {
@@ -149,70 +140,32 @@ fn validate_columns(
     Ok(())
 }
 
-/// Z-orders `table_uri` on `options.columns`, scoped to partitions with new data.
-///
-/// Cancellation drops the running OPTIMIZE before it commits; see the crate docs.
-pub async fn zorder(
-    table_uri: &str,
-    options: &ZorderOptions,
-    cancel: &CancellationToken,
-) -> Result<OpReport, DeltaError> {
-    let started = Instant::now();
-    let target = validate_sizing(table_uri, OP, options.target_file_size, 1.0)?;
-    let run_id = Uuid::new_v4().to_string();
-    let mut retry = ConflictRetry::new(options.max_conflict_retries);
-    let mut report: Option<OpReport> = None;
-    loop {
-        match attempt(table_uri, options, target, &run_id, &mut report, cancel).await {
-            Ok(()) => break,
-            Err(err) => retry.after_failure(err, cancel, table_uri, OP).await?,
-        }
-    }
-    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
-        table: table_uri.to_owned(),
-        reason: "z-order finished without reading the table".into(),
-    })?;
-    report.conflicts += retry.conflicts;
-    Ok(report.finish(started))
-}
-
-async fn attempt(
+/// The partitions that received data since the last Z-order (every partition when that is
+/// unknown), and what rewriting them would read.
+pub(crate) async fn plan(
     uri: &str,
+    prepared: &Prepared,
     options: &ZorderOptions,
-    target: NonZeroU64,
-    run_id: &str,
-    report: &mut Option<OpReport>,
     cancel: &CancellationToken,
-) -> Result<(), DeltaError> {
-    let table = cancellable(cancel, uri, OP, open_table(uri)).await?;
-    let version = table.version().unwrap_or(0);
-    let report = report.get_or_insert_with(|| {
-        OpReport::new(
-            OP,
-            uri,
-            i64::try_from(version).unwrap_or(i64::MAX),
-            options.dry_run,
-        )
-    });
-    let protocol = TableProtocol::of(uri, &table)?;
-    check_maintainable(&protocol, OP)?;
-    validate_columns(uri, &table, &protocol, &options.columns)?;
-
-    let files = active_files(&table, uri).await?;
-    cancellable(cancel, uri, OP, ensure_present(&table, uri, &files)).await?;
-    let all_scopes: BTreeSet<PartitionScope> = files
-        .iter()
-        .map(|f| PartitionScope {
-            key: partition_key(&protocol.partition_columns, &f.partition_values),
-            values: ordered_partition_values(&protocol.partition_columns, &f.partition_values),
-        })
-        .collect();
+) -> Result<Plan, DeltaError> {
+    let Prepared {
+        table,
+        protocol,
+        files,
+        ..
+    } = prepared;
+    validate_columns(uri, table, protocol, &options.columns)?;
+    let scope_of = |f: &crate::snapshot::ActiveFile| PartitionScope {
+        key: partition_key(&protocol.partition_columns, &f.partition_values),
+        values: ordered_partition_values(&protocol.partition_columns, &f.partition_values),
+    };
+    let all_scopes: BTreeSet<PartitionScope> = files.iter().map(scope_of).collect();
     // after a retry, our own earlier commits are newer than `since_version` but hold no new data
     let scopes: Vec<PartitionScope> = match options.since_version {
         None => all_scopes.into_iter().collect(),
         Some(since) => {
             let (added, scopes) =
-                cancellable(cancel, uri, OP, scopes_added_since(&table, uri, since)).await?;
+                cancellable(cancel, uri, OP, scopes_added_since(table, uri, since)).await?;
             if added.complete {
                 // a partition that received files and lost them all since has nothing to order
                 scopes
@@ -230,60 +183,19 @@ async fn attempt(
         }
     };
     if scopes.is_empty() {
-        if report.commits.is_empty() {
-            report.skipped = Some(match options.since_version {
-                Some(since) => format!("no data files were added since version {since}"),
-                None => "the table holds no data files".into(),
-            });
-        }
-        return Ok(());
+        return Ok(Plan::Nothing(match options.since_version {
+            Some(since) => format!("no data files were added since version {since}"),
+            None => "the table holds no data files".into(),
+        }));
     }
-    if options.dry_run {
-        let keys: BTreeSet<&str> = scopes.iter().map(|s| s.key.as_str()).collect();
-        let in_scope = files.iter().filter(|f| {
-            keys.contains(partition_key(&protocol.partition_columns, &f.partition_values).as_str())
-        });
-        let (count, bytes) = in_scope.fold((0u64, 0u64), |(c, b), f| (c + 1, b + f.size));
-        report.files_removed = count;
-        report.bytes_removed = bytes;
-        report.partitions_touched = keys.into_iter().map(str::to_owned).collect();
-        return Ok(());
-    }
-
-    tracing::info!(table = uri, version, partitions = scopes.len(), columns = ?options.columns, "z-ordering");
-    let mut marker = run_marker(run_id, OP);
-    marker.insert(
-        "operationParameters".to_owned(),
-        json!({ "zOrderBy": options.columns }),
-    );
-    let mut known = Some((version, paths(&files)));
-    drop(files);
-    let spec = RewriteSpec {
-        operation: OP,
-        rewrite: Rewrite::ZOrder(options.columns.clone()),
-        target_size: target,
-        marker,
-    };
-    let mut current = table;
-    for filters in filter_sets(&protocol.partition_columns, &scopes) {
-        let base_version = current.version().unwrap_or(0);
-        let known_at_base = known.take().filter(|(v, _)| *v == base_version);
-        current = optimize_once(uri, &current, &spec, &filters, cancel).await?;
-        known = record_commits(
-            uri,
-            &current,
-            base_version,
-            run_id,
-            known_at_base,
-            &protocol.partition_columns,
-            report,
-        )
-        .await?;
-    }
-    report.skipped = if report.commits.is_empty() {
-        Some("deltalake wrote no z-order commit".into())
-    } else {
-        None
-    };
-    Ok(())
+    let keys: BTreeSet<&str> = scopes.iter().map(|s| s.key.as_str()).collect();
+    let (count, bytes) = files
+        .iter()
+        .filter(|f| keys.contains(scope_of(f).key.as_str()))
+        .fold((0u64, 0u64), |(c, b), f| (c + 1, b + f.size));
+    Ok(Plan::Rewrite {
+        scopes,
+        files: count,
+        bytes,
+    })
 }

@@ -135,10 +135,6 @@ pub(crate) struct Statements {
     /// same (table, operation). Columns `table_name`, `operation`, `failures`,
     /// `last_failed_at`, `last_error`.
     pub failure_streaks: &'static str,
-    /// The newest job of each operation on 1 (table). Job columns, by operation.
-    pub latest_jobs_for_table: &'static str,
-    /// Job columns of running jobs, oldest start first.
-    pub running_jobs: &'static str,
     /// Upsert of an API pause override. 1 table, 2 paused.
     pub set_paused: &'static str,
     /// Columns `table_name`, `paused`.
@@ -181,8 +177,6 @@ tablekeeper_vocab::closed_set! {
         CountsByState => "counts_by_state",
         LastSuccess => "last_success",
         FailureStreaks => "failure_streaks",
-        LatestJobsForTable => "latest_jobs_for_table",
-        RunningJobs => "running_jobs",
         SetPaused => "set_paused",
         PausedOverrides => "paused_overrides",
         RecordCommits => "record_commits",
@@ -944,24 +938,6 @@ impl JobStore {
                 })
                 .collect()
         })
-        .await
-    }
-
-    /// The newest job of each operation on `table`, ordered by operation.
-    pub async fn latest_jobs_for_table(&self, table: &str) -> Result<Vec<Job>, StoreError> {
-        self.measured(
-            StoreOp::LatestJobsForTable,
-            self.jobs(self.sql().latest_jobs_for_table, args!(table)),
-        )
-        .await
-    }
-
-    /// Running jobs, oldest start first.
-    pub async fn running_jobs(&self) -> Result<Vec<Job>, StoreError> {
-        self.measured(
-            StoreOp::RunningJobs,
-            self.jobs(self.sql().running_jobs, args!()),
-        )
         .await
     }
 

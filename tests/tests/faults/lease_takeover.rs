@@ -127,7 +127,10 @@ async fn cut_off_scenario(cut: CutOff) {
             .unwrap();
         let ready = match cut {
             CutOff::AfterClaim => state == "running",
-            CutOff::MidOperation => r1.log().contains("tablekeeper_delta::zorder: z-ordering"),
+            CutOff::MidOperation => r1.log().lines().any(|l| {
+                l.contains("tablekeeper_delta::optimize: rewriting")
+                    && l.contains("operation=zorder")
+            }),
         };
         if ready {
             break;

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use chrono::Utc;
-use tablekeeper_delta::LogCleanup;
+use tablekeeper_delta::{LogCleanup, VacuumMode};
 use tablekeeper_inventory::Operation;
 
 use crate::executor::{self, RunContext};
-use crate::planner;
+use crate::planner::{self, Decision, Need, Probed};
 
 /// What `maintain` was asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -52,10 +52,6 @@ pub async fn run(request: Request<'_>) -> ExitCode {
         );
         return ExitCode::FAILURE;
     };
-    if !spec.operation_enabled(op) {
-        eprintln!("error: table `{table}`: {op} is disabled in the inventory");
-        return ExitCode::FAILURE;
-    }
     let cancel = super::cancel_on_ctrl_c();
     // Same inputs the daemon would use: the Z-order scope and the need check come from the
     // table's log.
@@ -73,26 +69,30 @@ pub async fn run(request: Request<'_>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(reason) = planner::safety_gate(spec, op, Some(&probe)) {
-        eprintln!("error: table `{table}`: {op} refused: {reason}");
-        return ExitCode::FAILURE;
-    }
-    if request.if_needed {
-        let decision = planner::decide(spec, op, planner::Probed::Read(&probe), None, Utc::now());
-        if !decision.should_run() {
+    let need = if request.if_needed {
+        Need::Check { last_success: None }
+    } else {
+        Need::Forced
+    };
+    match planner::admit(spec, op, Probed::Read(&probe), need, Utc::now()) {
+        Decision::Run(_) => {}
+        Decision::Skip(reason) => {
             let out = serde_json::json!({
-                "table": table, "operation": op, "ok": true,
-                "skipped": decision.reason(),
+                "table": table, "operation": op, "ok": true, "skipped": reason,
             });
             println!("{out}");
             return ExitCode::SUCCESS;
+        }
+        Decision::Refuse(reason) => {
+            eprintln!("error: table `{table}`: {op} refused: {reason}");
+            return ExitCode::FAILURE;
         }
     }
     let ctx = RunContext {
         dry_run: request.dry_run,
         // A foreground VACUUM lists the directory: an operator running it by hand
         // usually wants orphans from failed rewrites reclaimed too.
-        vacuum_full: true,
+        vacuum_mode: VacuumMode::Full,
         zorder_since_version: probe.last_zorder_version,
         forced: !request.if_needed,
         log_cleanup: if request.cleanup_log {

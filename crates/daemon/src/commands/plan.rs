@@ -14,7 +14,6 @@ use serde_json::json;
 use crate::cli::OutputFormat;
 use crate::config::DaemonConfig;
 use crate::fleet::{Fleet, TableView};
-use crate::metrics::Metrics;
 
 pub async fn run(
     config: Option<PathBuf>,
@@ -50,14 +49,7 @@ pub async fn run(
         Ok(inv) => inv,
         Err(code) => return code,
     };
-    let metrics = match Metrics::new() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let fleet = Arc::new(Fleet::new(inventory, metrics));
+    let fleet = Arc::new(Fleet::new(inventory));
     crate::background::probe_all_fleet(&fleet).await;
     let views = fleet.views(Utc::now());
     match format {

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::DaemonConfig;
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, InventoryChange};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::scheduler::Scheduler;
@@ -71,10 +71,12 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
             anyhow::bail!("inventory {} is not usable", inventory_path.display());
         }
     };
+    let metrics = Metrics::new()?;
     let store = tablekeeper_store::connect(
         &config.database_url,
         tablekeeper_store::StoreOptions {
             call_timeout: Some(config.store_timeout),
+            observer: Some(Arc::new(metrics.clone())),
             ..tablekeeper_store::StoreOptions::default()
         },
     )
@@ -90,11 +92,8 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("job store migration failed: {e}"))?;
 
-    let metrics = Metrics::new()?;
-    metrics
-        .start_time_seconds
-        .set(chrono::Utc::now().timestamp() as f64);
-    let fleet = Arc::new(Fleet::new(inventory, metrics.clone()));
+    let fleet = Arc::new(Fleet::new(inventory));
+    crate::publish::inventory(&metrics, &fleet, &InventoryChange::default());
     let rt = Arc::new(Runtime::new(
         config.clone(),
         store,
@@ -220,25 +219,26 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
 async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &Path, source: &str) {
     match Inventory::load(path) {
         Ok(inventory) => {
-            let (added, removed) = rt.fleet.replace_inventory(inventory);
+            let change = rt.fleet.replace_inventory(inventory);
+            crate::publish::inventory(&rt.metrics, &rt.fleet, &change);
             let (sched_added, sched_removed) = scheduler.sync(&rt.fleet.inventory()).await;
             info!(
                 source,
                 tables = rt.fleet.inventory().tables.len(),
-                tables_added = added.len(),
-                tables_removed = removed.len(),
+                tables_added = change.added.len(),
+                tables_removed = change.removed.len(),
                 schedules_added = sched_added,
                 schedules_removed = sched_removed,
                 "inventory reloaded"
             );
-            for name in added {
+            for name in change.added {
                 if let Some(spec) = rt.fleet.spec(&name) {
                     let _ = crate::recorder::probe(rt, &spec).await;
                 }
             }
         }
         Err(e) => {
-            rt.metrics.inventory_reload_failures_total.inc();
+            rt.metrics.count_inventory_reload_failure();
             match &e {
                 tablekeeper_inventory::LoadError::Invalid(problems) => {
                     for p in problems {

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tablekeeper_inventory::Operation;
 use tablekeeper_store::{Job, JobFilter, JobState, Trigger};
+use tablekeeper_vocab::ProbeFailureKind;
 
 use super::auth::require_admin;
 use super::error::ApiError;
 use crate::fleet::TableView;
+use crate::planner::{self, Decision, Need, Probed};
 use crate::runtime::Runtime;
-use crate::{planner, scheduler};
+use crate::scheduler;
 
 /// Most jobs one `/api/v1/jobs` call returns; larger requests are clamped.
 const MAX_JOBS_LIMIT: i64 = 1000;
@@ -183,34 +185,19 @@ pub async fn trigger_job(
         ))
     })?;
     let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
-    if spec.paused {
-        return Err(ApiError::Conflict(format!(
-            "table `{name}` is paused: resume it first (POST /api/v1/tables/{name}/resume)"
-        )));
-    }
-    if !spec.operation_enabled(op) {
-        return Err(ApiError::Conflict(format!(
-            "{op} is disabled for table `{name}` in the inventory"
-        )));
-    }
-    let (probe, probe_error) = rt
+    let decision = rt
         .fleet
         .with_state(&name, |s| {
-            let unreadable = s.probe_error_kind == Some(crate::fleet::ProbeFailureKind::Unreadable);
-            (
-                s.probe.clone(),
-                s.probe_error.clone().filter(|_| unreadable),
-            )
+            let probed = match (&s.probe_error, s.probe_error_kind, &s.probe) {
+                (Some(e), Some(ProbeFailureKind::Unreadable), _) => Probed::Unreadable(e),
+                (Some(e), _, _) => Probed::Unreachable(e),
+                (None, _, Some(p)) => Probed::Read(p),
+                (None, _, None) => Probed::NotYet,
+            };
+            planner::admit(&spec, op, probed, Need::Forced, Utc::now())
         })
-        .unwrap_or_default();
-    // storage trouble is no refusal: the job retries until storage answers
-    if let Some(error) = probe_error {
-        return Err(ApiError::Conflict(format!(
-            "refused for table `{name}`: its last probe failed, so tablekeeper will not maintain \
-             it until it reads again: {error}"
-        )));
-    }
-    if let Some(reason) = planner::safety_gate(&spec, op, probe.as_ref()) {
+        .unwrap_or_else(|| Decision::Refuse("the table has no state on this replica yet".into()));
+    if let Decision::Refuse(reason) = decision {
         return Err(ApiError::Conflict(format!(
             "refused for table `{name}`: {reason}"
         )));

@@ -234,32 +234,32 @@ pub async fn rewriting_operations(
     t: &TestTable,
 ) -> Vec<Result<tablekeeper_delta::OpReport, tablekeeper_delta::DeltaError>> {
     use tablekeeper_delta::{
-        compact, vacuum, zorder, CompactOptions, VacuumMode, VacuumOptions, ZorderOptions,
+        optimize, vacuum, CompactOptions, Optimize, VacuumMode, VacuumOptions, ZorderOptions,
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     let target = 64 * 1024 * 1024;
     vec![
-        compact(
+        optimize(
             &t.uri,
-            &CompactOptions {
+            Optimize::Compact(&CompactOptions {
                 target_file_size: target,
                 min_small_files: 2,
                 small_file_factor: 0.75,
                 dry_run: false,
                 max_conflict_retries: 0,
-            },
+            }),
             &cancel,
         )
         .await,
-        zorder(
+        optimize(
             &t.uri,
-            &ZorderOptions {
+            Optimize::ZOrder(&ZorderOptions {
                 columns: vec!["event_type".into()],
                 target_file_size: target,
                 since_version: None,
                 dry_run: false,
                 max_conflict_retries: 0,
-            },
+            }),
             &cancel,
         )
         .await,

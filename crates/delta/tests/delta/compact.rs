@@ -1,4 +1,4 @@
-use tablekeeper_delta::{compact, CompactOptions, DeltaError, MaintenanceOp};
+use tablekeeper_delta::{optimize, CompactOptions, DeltaError, Operation, Optimize};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{count_in_partition, create_table, rows};
@@ -39,11 +39,15 @@ async fn compaction_rewrites_only_qualifying_partitions_and_keeps_every_row() {
     let small_in_first = count_in_partition(&before_paths, "2024-01-01");
     assert!(small_in_first >= 6, "setup: {small_in_first} files");
 
-    let report = compact(&t.uri, &options(3), &CancellationToken::new())
-        .await
-        .expect("compaction");
+    let report = optimize(
+        &t.uri,
+        Optimize::Compact(&options(3)),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
 
-    assert_eq!(report.operation, MaintenanceOp::Compact);
+    assert_eq!(report.operation, Operation::Compact);
     assert_eq!(report.version_before, version_before as i64);
     assert_eq!(report.commits.len(), 1, "{report:?}");
     assert_eq!(report.version_after, Some(version_before as i64 + 1));
@@ -106,9 +110,13 @@ async fn compaction_of_an_unpartitioned_table_with_checkpoints() {
     let history = t.rows_by_version().await;
     let rows_before = t.rows().await;
 
-    let report = compact(&t.uri, &options(2), &CancellationToken::new())
-        .await
-        .expect("compaction");
+    let report = optimize(
+        &t.uri,
+        Optimize::Compact(&options(2)),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
     assert_eq!(report.partitions_touched, vec![String::new()]);
     assert_eq!(report.files_removed as usize, files_before);
     assert_eq!(t.active_paths().await.len(), 1);
@@ -128,9 +136,13 @@ async fn nothing_qualifies_means_skipped_and_no_commit() {
     t.append(&rows(0..10, "2024-01-01")).await;
     t.append(&rows(10..20, "2024-01-02")).await;
     let version = t.version().await;
-    let report = compact(&t.uri, &options(2), &CancellationToken::new())
-        .await
-        .expect("compaction");
+    let report = optimize(
+        &t.uri,
+        Optimize::Compact(&options(2)),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
     assert!(report.skipped.is_some(), "{report:?}");
     assert!(report.commits.is_empty());
     assert_eq!(report.version_after, None);
@@ -147,7 +159,7 @@ async fn dry_run_reports_and_changes_nothing() {
     let paths = t.active_paths().await;
     let mut opts = options(2);
     opts.dry_run = true;
-    let report = compact(&t.uri, &opts, &CancellationToken::new())
+    let report = optimize(&t.uri, Optimize::Compact(&opts), &CancellationToken::new())
         .await
         .expect("dry run");
     assert!(report.dry_run);
@@ -169,7 +181,7 @@ async fn a_cancelled_compaction_does_not_commit() {
     let version = t.version().await;
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let err = compact(&t.uri, &options(2), &cancel)
+    let err = optimize(&t.uri, Optimize::Compact(&options(2)), &cancel)
         .await
         .expect_err("cancelled");
     assert!(matches!(err, DeltaError::Cancelled { .. }), "{err}");
@@ -180,9 +192,13 @@ async fn a_cancelled_compaction_does_not_commit() {
 async fn a_path_without_a_log_is_a_permanent_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap();
-    let err = compact(uri, &options(2), &CancellationToken::new())
-        .await
-        .expect_err("not a table");
+    let err = optimize(
+        uri,
+        Optimize::Compact(&options(2)),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect_err("not a table");
     assert!(matches!(err, DeltaError::NotADeltaTable { .. }), "{err}");
     assert_eq!(err.class(), tablekeeper_delta::ErrorClass::Permanent);
     assert!(err.to_string().contains(uri), "{err}");

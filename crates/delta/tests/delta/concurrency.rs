@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::num::NonZeroU64;
 
-use tablekeeper_delta::{classify_delta_error, compact, CompactOptions, DeltaError, ErrorClass};
+use tablekeeper_delta::{
+    classify_delta_error, optimize, CompactOptions, DeltaError, ErrorClass, Optimize,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{create_table, row, rows, Row, TestTable};
@@ -45,9 +47,13 @@ async fn a_delete_from_before_a_compaction_neither_loses_nor_duplicates_rows() {
         t.append(&rows(i * 10..i * 10 + 10, "2024-04-01")).await;
     }
     let stale_deleter = t.open().await;
-    compact(&t.uri, &compact_options(), &CancellationToken::new())
-        .await
-        .expect("compaction");
+    optimize(
+        &t.uri,
+        Optimize::Compact(&compact_options()),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
     let expected: Vec<Row> = rows(0..40, "2024-04-01")
         .into_iter()
         .filter(|r| r.0 >= 5)
@@ -131,7 +137,14 @@ async fn appends_and_deletes_during_compaction_lose_and_duplicate_nothing() {
         tokio::spawn(async move {
             let mut outcomes = Vec::new();
             for _ in 0..3 {
-                outcomes.push(compact(&t.uri, &compact_options(), &CancellationToken::new()).await);
+                outcomes.push(
+                    optimize(
+                        &t.uri,
+                        Optimize::Compact(&compact_options()),
+                        &CancellationToken::new(),
+                    )
+                    .await,
+                );
             }
             outcomes
         })
@@ -221,9 +234,13 @@ async fn a_commit_rebased_behind_another_writer_counts_as_a_conflict() {
                 committed
             })
         };
-        let report = compact(&t.uri, &compact_options(), &CancellationToken::new())
-            .await
-            .expect("compaction");
+        let report = optimize(
+            &t.uri,
+            Optimize::Compact(&compact_options()),
+            &CancellationToken::new(),
+        )
+        .await
+        .expect("compaction");
         stop.cancel();
         let appended = appender.await.unwrap();
 

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tablekeeper_delta::{
-    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError, LogCleanup,
-    VacuumMode, VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
+    checkpoint, optimize, vacuum, CheckpointOptions, CompactOptions, DeltaError, LogCleanup,
+    Optimize, VacuumMode, VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -49,29 +49,29 @@ async fn latest_version(uri: &str) -> u64 {
 /// Every maintenance operation, with a ten-year log retention.
 async fn maintain_everything(uri: &str, zorder_column: Option<&str>) {
     let cancel = CancellationToken::new();
-    compact(
+    optimize(
         uri,
-        &CompactOptions {
+        Optimize::Compact(&CompactOptions {
             target_file_size: 1 << 30,
             min_small_files: 2,
             small_file_factor: 1.0,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &cancel,
     )
     .await
     .expect("compaction");
     if let Some(column) = zorder_column {
-        zorder(
+        optimize(
             uri,
-            &ZorderOptions {
+            Optimize::ZOrder(&ZorderOptions {
                 columns: vec![column.to_owned()],
                 target_file_size: 1 << 30,
                 since_version: None,
                 dry_run: false,
                 max_conflict_retries: 0,
-            },
+            }),
             &cancel,
         )
         .await
@@ -405,15 +405,15 @@ async fn a_compaction_whose_log_another_process_cleans_up_reports_success() {
         })
     };
     let rows_before = t.rows().await;
-    let report = compact(
+    let report = optimize(
         &t.uri,
-        &CompactOptions {
+        Optimize::Compact(&CompactOptions {
             target_file_size: 1 << 30,
             min_small_files: 2,
             small_file_factor: 1.0,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &CancellationToken::new(),
     )
     .await

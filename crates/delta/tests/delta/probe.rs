@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use tablekeeper_delta::{
-    checkpoint, compact, vacuum, zorder, CheckpointOptions, CompactOptions, DeltaError,
+    checkpoint, optimize, vacuum, CheckpointOptions, CompactOptions, DeltaError, Optimize,
     ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
 };
 use tokio_util::sync::CancellationToken;
@@ -51,28 +51,28 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
     assert_eq!(p.size_bytes, size);
 
     let cancel = CancellationToken::new();
-    compact(
+    optimize(
         &t.uri,
-        &CompactOptions {
+        Optimize::Compact(&CompactOptions {
             target_file_size: TARGET,
             min_small_files: 2,
             small_file_factor: 0.75,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &cancel,
     )
     .await
     .expect("compact");
-    let z = zorder(
+    let z = optimize(
         &t.uri,
-        &ZorderOptions {
+        Optimize::ZOrder(&ZorderOptions {
             columns: vec!["event_type".into()],
             target_file_size: TARGET,
             since_version: None,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &cancel,
     )
     .await

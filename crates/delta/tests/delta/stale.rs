@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use tablekeeper_delta::{
-    compact, repair, vacuum, zorder, CompactOptions, DeltaError, Probe, ProbeOptions, Prober,
+    optimize, repair, vacuum, CompactOptions, DeltaError, Optimize, Probe, ProbeOptions, Prober,
     RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
 };
 use tokio_util::sync::CancellationToken;
@@ -26,9 +26,13 @@ fn compact_options(target: u64) -> CompactOptions {
 }
 
 async fn run_compact(t: &TestTable, target: u64) -> tablekeeper_delta::OpReport {
-    compact(&t.uri, &compact_options(target), &CancellationToken::new())
-        .await
-        .expect("compaction")
+    optimize(
+        &t.uri,
+        Optimize::Compact(&compact_options(target)),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction")
 }
 
 async fn probe(t: &TestTable) -> Probe {
@@ -231,15 +235,15 @@ async fn partitioned_tables_and_z_order_are_repaired() {
         t.append(&rows(i * 10 + 5..i * 10 + 10, "2026-01-02")).await;
     }
     let writer = t.open().await;
-    zorder(
+    optimize(
         &t.uri,
-        &ZorderOptions {
+        Optimize::ZOrder(&ZorderOptions {
             columns: vec!["event_type".into()],
             target_file_size: 1 << 30,
             since_version: None,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &CancellationToken::new(),
     )
     .await

@@ -6,7 +6,7 @@ use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::kernel::Action;
 use deltalake::protocol::DeltaOperation;
 use tablekeeper_delta::{
-    compact, vacuum, CompactOptions, DeltaError, ErrorClass, VacuumMode, VacuumOptions,
+    optimize, vacuum, CompactOptions, DeltaError, ErrorClass, Optimize, VacuumMode, VacuumOptions,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,15 +38,15 @@ async fn table_with_tombstones() -> TestTable {
     t.append(&rows(100..110, "2024-06-02")).await;
     t.delete("id % 4 = 0").await;
     t.update_value("id = 101", "7").await;
-    compact(
+    optimize(
         &t.uri,
-        &CompactOptions {
+        Optimize::Compact(&CompactOptions {
             target_file_size: 64 * 1024 * 1024,
             min_small_files: 2,
             small_file_factor: 0.75,
             dry_run: false,
             max_conflict_retries: 0,
-        },
+        }),
         &CancellationToken::new(),
     )
     .await

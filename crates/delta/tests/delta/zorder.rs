@@ -1,4 +1,6 @@
-use tablekeeper_delta::{zorder, DeltaError, ErrorClass, ProbeOptions, Prober, ZorderOptions};
+use tablekeeper_delta::{
+    optimize, DeltaError, ErrorClass, Optimize, ProbeOptions, Prober, ZorderOptions,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{count_in_partition, create_table, rows};
@@ -28,9 +30,13 @@ async fn zorder_rewrites_all_partitions_then_only_those_with_new_data() {
     let rows_before = t.rows().await;
     let cancel = CancellationToken::new();
 
-    let first = zorder(&t.uri, &options(&["event_type", "value"], None), &cancel)
-        .await
-        .expect("zorder");
+    let first = optimize(
+        &t.uri,
+        Optimize::ZOrder(&options(&["event_type", "value"], None)),
+        &cancel,
+    )
+    .await
+    .expect("zorder");
     assert_eq!(first.partitions_touched.len(), 3);
     assert_eq!(first.commits.len(), 1);
     assert_eq!(t.active_paths().await.len(), 3);
@@ -49,9 +55,9 @@ async fn zorder_rewrites_all_partitions_then_only_those_with_new_data() {
     assert_eq!(probe.last_zorder_version, first.version_after);
 
     // nothing new since the last z-order
-    let idle = zorder(
+    let idle = optimize(
         &t.uri,
-        &options(&["event_type"], probe.last_zorder_version),
+        Optimize::ZOrder(&options(&["event_type"], probe.last_zorder_version)),
         &cancel,
     )
     .await
@@ -63,9 +69,9 @@ async fn zorder_rewrites_all_partitions_then_only_those_with_new_data() {
     t.append(&rows(510..520, "2024-09-02")).await;
     let before = t.active_paths().await;
     let rows_before = t.rows().await;
-    let scoped = zorder(
+    let scoped = optimize(
         &t.uri,
-        &options(&["event_type"], probe.last_zorder_version),
+        Optimize::ZOrder(&options(&["event_type"], probe.last_zorder_version)),
         &cancel,
     )
     .await
@@ -96,13 +102,17 @@ async fn partition_and_unknown_columns_are_refused() {
     t.append(&rows(0..10, "2024-09-01")).await;
     let version = t.version().await;
     let cancel = CancellationToken::new();
-    let err = zorder(&t.uri, &options(&["event_date"], None), &cancel)
-        .await
-        .expect_err("partition column");
+    let err = optimize(
+        &t.uri,
+        Optimize::ZOrder(&options(&["event_date"], None)),
+        &cancel,
+    )
+    .await
+    .expect_err("partition column");
     assert!(matches!(err, DeltaError::InvalidOptions { .. }), "{err}");
     assert_eq!(err.class(), ErrorClass::Permanent);
     assert!(err.to_string().contains("partition column"), "{err}");
-    let err = zorder(&t.uri, &options(&["nope"], None), &cancel)
+    let err = optimize(&t.uri, Optimize::ZOrder(&options(&["nope"], None)), &cancel)
         .await
         .expect_err("unknown column");
     assert!(err.to_string().contains("nope"), "{err}");

@@ -135,13 +135,6 @@ pub(super) const STATEMENTS: Statements = Statements {
         SELECT table_name, operation, count(*) AS failures, max(finished_at) AS last_failed_at, \
                max(CASE WHEN newest = 1 THEN error END) AS last_error \
         FROM failed GROUP BY table_name, operation ORDER BY table_name, operation",
-    latest_jobs_for_table: select_jobs!(
-        "WHERE id IN (SELECT max(id) FROM jobs WHERE table_name = $1 GROUP BY operation) \
-          ORDER BY operation"
-    ),
-    running_jobs: select_jobs!(
-        "WHERE state = 'running' ORDER BY started_at, id"
-    ),
     set_paused: "INSERT INTO table_pauses (table_name, paused) VALUES ($1, $2) \
          ON CONFLICT (table_name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()",
     paused_overrides: "SELECT table_name, paused FROM table_pauses ORDER BY table_name",

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use tablekeeper_delta::fixtures::{active_files, write_small_files, SmallFiles};
-use tablekeeper_delta::{compact, CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
+use tablekeeper_delta::{optimize, CompactOptions, Optimize, DEFAULT_SMALL_FILE_FACTOR};
 use tokio_util::sync::CancellationToken;
 
 use crate::util::{copy_tree, fresh_dir, parquet_size, path_str};
@@ -58,7 +58,12 @@ pub async fn bench_compact(args: &Args) -> Result<serde_json::Value> {
         max_conflict_retries: 0,
     };
     let started = Instant::now();
-    let report = compact(&path_str(&copy_a)?, &options, &CancellationToken::new()).await?;
+    let report = optimize(
+        &path_str(&copy_a)?,
+        Optimize::Compact(&options),
+        &CancellationToken::new(),
+    )
+    .await?;
     let seconds = started.elapsed().as_secs_f64();
     let files_after = active_files(&path_str(&copy_a)?).await?;
     if report.files_removed != files_before as u64 {

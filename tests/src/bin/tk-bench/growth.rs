@@ -29,8 +29,8 @@ use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use serde_json::{json, Value};
 use tablekeeper_delta::{
-    checkpoint, compact, open_table, table_url, vacuum, zorder, CheckpointOptions, CompactOptions,
-    DeltaError, OpReport, ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
+    checkpoint, open_table, optimize, table_url, vacuum, CheckpointOptions, CompactOptions,
+    DeltaError, OpReport, Optimize, ProbeOptions, Prober, VacuumMode, VacuumOptions, ZorderOptions,
     DEFAULT_SMALL_FILE_FACTOR,
 };
 use tablekeeper_inventory::{Inventory, TableSpec};
@@ -306,7 +306,7 @@ async fn scheduled_day(
             max_conflict_retries: CONFLICT_RETRIES,
         };
         let t = Instant::now();
-        let report = compact(uri, &options, cancel).await?;
+        let report = optimize(uri, Optimize::Compact(&options), cancel).await?;
         Some(op_figures(&report, secs(t)))
     } else {
         None
@@ -505,7 +505,7 @@ async fn run_zorder(
         max_conflict_retries: CONFLICT_RETRIES,
     };
     let t = Instant::now();
-    let report = zorder(uri, &options, cancel).await?;
+    let report = optimize(uri, Optimize::ZOrder(&options), cancel).await?;
     let mut figures = op_figures(&report, secs(t));
     figures["since_version"] = json!(since_version);
     Ok(figures)

@@ -1,0 +1,131 @@
+//! Drift: where the live table disagrees with what the inventory declares (retention
+//! windows, protocol features, partitioning). Pure: compares an inventory entry with a probe.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tablekeeper_delta::Probe;
+use tablekeeper_inventory::TableSpec;
+use tablekeeper_vocab::DriftKind;
+
+/// One detected disagreement, explained.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Drift {
+    pub kind: DriftKind,
+    pub detail: String,
+}
+
+/// Delta's `delta.logRetentionDuration` when a table does not set it.
+const DELTA_DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(30 * 86_400);
+
+/// Compares the inventory with the live table.
+pub(crate) fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
+    let mut out = Vec::new();
+    if let Some(live) = probe
+        .properties
+        .get("delta.deletedFileRetentionDuration")
+        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
+    {
+        if live != spec.retention.deleted_file_retention {
+            out.push(Drift {
+                kind: DriftKind::Retention,
+                detail: format!(
+                    "inventory says deleted_file_retention {}, table property delta.deletedFileRetentionDuration says {}; VACUUM uses the longer",
+                    humantime::format_duration(spec.retention.deleted_file_retention),
+                    humantime::format_duration(live)
+                ),
+            });
+        }
+    }
+    match probe
+        .properties
+        .get("delta.logRetentionDuration")
+        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
+    {
+        Some(live) if live != spec.retention.log_retention => out.push(Drift {
+            kind: DriftKind::Retention,
+            detail: format!(
+                "inventory says log_retention {}, table property delta.logRetentionDuration says {}; log cleanup uses the longer",
+                humantime::format_duration(spec.retention.log_retention),
+                humantime::format_duration(live)
+            ),
+        }),
+        Some(_) => {}
+        // Other writers clean the log up after every commit with the table's retention, Delta's
+        // 30 days when the property is absent: a longer inventory retention is not what they do.
+        None if spec.retention.log_retention > DELTA_DEFAULT_LOG_RETENTION => out.push(Drift {
+            kind: DriftKind::Retention,
+            detail: format!(
+                "inventory says log_retention {}, but the table sets no delta.logRetentionDuration, so \
+                 other writers delete log files after Delta's default 30 days (tablekeeper keeps their \
+                 history in table_commits); set the property to match",
+                humantime::format_duration(spec.retention.log_retention)
+            ),
+        }),
+        None => {}
+    }
+    let live_features: std::collections::BTreeSet<&str> = probe
+        .reader_features
+        .iter()
+        .chain(probe.writer_features.iter())
+        .map(String::as_str)
+        .collect();
+    let missing: Vec<&str> = spec
+        .protocol
+        .features
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !live_features.contains(f) && !feature_enabled_by_property(probe, f))
+        .collect();
+    // Features that writer version 7 lists explicitly but older protocols implied.
+    const IMPLICIT: &[&str] = &["appendOnly", "invariants"];
+    let undeclared: Vec<&str> = live_features
+        .iter()
+        .copied()
+        .filter(|f| !IMPLICIT.contains(f) && !spec.protocol.features.iter().any(|d| d == f))
+        .collect();
+    if !missing.is_empty() || !undeclared.is_empty() {
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!(
+                "declared but not on the table: [{}]",
+                missing.join(", ")
+            ));
+        }
+        if !undeclared.is_empty() {
+            parts.push(format!(
+                "on the table but not declared in `protocol.features`: [{}]",
+                undeclared.join(", ")
+            ));
+        }
+        out.push(Drift {
+            kind: DriftKind::Protocol,
+            detail: parts.join("; "),
+        });
+    }
+    if spec.layout.partition_by != probe.partition_columns {
+        out.push(Drift {
+            kind: DriftKind::Partitioning,
+            detail: format!(
+                "inventory `layout.partition_by` is [{}], the table is partitioned by [{}]",
+                spec.layout.partition_by.join(", "),
+                probe.partition_columns.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+/// Legacy (pre-table-features) protocols turn some features on by table property.
+fn feature_enabled_by_property(probe: &Probe, feature: &str) -> bool {
+    let key = match feature {
+        "changeDataFeed" => "delta.enableChangeDataFeed",
+        "deletionVectors" => "delta.enableDeletionVectors",
+        "appendOnly" => "delta.appendOnly",
+        _ => return false,
+    };
+    probe
+        .properties
+        .get(key)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}

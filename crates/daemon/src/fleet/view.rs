@@ -1,0 +1,224 @@
+//! The API's and dashboard's picture of a table: health and its reasons, per-operation
+//! staleness and planner decisions, drift. Pure: built from an inventory entry and the
+//! replica's state of the table.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tablekeeper_delta::Probe;
+use tablekeeper_inventory::{Operation, TableSpec};
+use tablekeeper_vocab::ProbeFailureKind;
+
+use super::drift::{drift, Drift};
+use super::state::{last_success, staleness, TableState};
+use crate::planner::{self, Decision, Need, Probed};
+
+/// Overall health of a table, worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Health {
+    Unreadable,
+    Failing,
+    Stale,
+    Drifted,
+    Paused,
+    Unknown,
+    Healthy,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Unreadable => "unreadable",
+            Health::Failing => "failing",
+            Health::Stale => "stale",
+            Health::Drifted => "drifted",
+            Health::Paused => "paused",
+            Health::Unknown => "unknown",
+            Health::Healthy => "healthy",
+        }
+    }
+}
+
+/// Staleness is flagged on the dashboard when an operation has not succeeded for this
+/// many schedule periods; the alert rules carry their own, operator-tuned thresholds.
+const STALE_AFTER_PERIODS: i64 = 3;
+
+/// Per-operation summary for the API and the dashboard.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OperationView {
+    pub operation: Operation,
+    pub enabled: bool,
+    pub schedule: String,
+    pub next_run: Option<DateTime<Utc>>,
+    pub last_success: Option<DateTime<Utc>>,
+    pub staleness_seconds: Option<i64>,
+    pub stale: bool,
+    pub consecutive_failures: i64,
+    pub last_failure: Option<String>,
+    pub last_failure_at: Option<DateTime<Utc>>,
+    pub decision: Decision,
+}
+
+/// Everything the API says about a table.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TableView {
+    pub name: String,
+    pub path: String,
+    pub owner: String,
+    pub concurrency_key: String,
+    pub paused: bool,
+    pub health: Health,
+    pub health_reasons: Vec<String>,
+    pub probe_error: Option<String>,
+    /// `transient` (storage did not answer; the figures are the last good probe's) or
+    /// `unreadable`.
+    pub probe_error_kind: Option<ProbeFailureKind>,
+    pub probed_at: Option<DateTime<Utc>>,
+    pub probe: Option<Probe>,
+    pub drift: Vec<Drift>,
+    pub operations: Vec<OperationView>,
+    /// Stale writes recorded for the table (job store, every replica), oldest first.
+    pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
+    /// Whether a repair is needed now, and why.
+    pub repair: Decision,
+}
+
+pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> TableView {
+    let probe_result: Probed<'_> = match (&state.probe_error, &state.probe) {
+        (Some(e), _) if state.probe_error_kind == Some(ProbeFailureKind::Transient) => {
+            Probed::Unreachable(e.as_str())
+        }
+        (Some(e), _) => Probed::Unreadable(e.as_str()),
+        (None, Some(p)) => Probed::Read(p),
+        (None, None) => Probed::NotYet,
+    };
+    let operations: Vec<OperationView> = Operation::SCHEDULED
+        .into_iter()
+        .map(|op| {
+            let schedule = spec.schedule(op);
+            let stale_secs = staleness(state, op, now).map(|d| d.num_seconds());
+            let period = schedule_period(spec, op, now);
+            let last_success = last_success(state, op);
+            let decision =
+                planner::admit(spec, op, probe_result, Need::Check { last_success }, now);
+            // Stale on the dashboard means work is due and has not been done for several
+            // schedule periods; a table with nothing to do is not stale however long ago
+            // its last run was (the staleness metric still grows; alert rules decide).
+            let stale = spec.operation_enabled(op)
+                && !spec.paused
+                && decision.should_run()
+                && match (stale_secs, period) {
+                    (Some(s), Some(p)) => s > p.as_secs() as i64 * STALE_AFTER_PERIODS,
+                    _ => false,
+                };
+            let failure = state.last_failure.get(&op);
+            OperationView {
+                operation: op,
+                enabled: spec.operation_enabled(op),
+                schedule: schedule.map(ToString::to_string).unwrap_or_default(),
+                next_run: schedule
+                    .and_then(|s| s.next_after(now.with_timezone(&spec.timezone)))
+                    .map(|t| t.with_timezone(&Utc)),
+                last_success,
+                staleness_seconds: stale_secs,
+                stale,
+                consecutive_failures: state.consecutive_failures.get(&op).copied().unwrap_or(0),
+                last_failure: failure.map(|(_, m)| m.clone()),
+                last_failure_at: failure.map(|(t, _)| *t),
+                decision,
+            }
+        })
+        .collect();
+    let drift = state
+        .probe
+        .as_ref()
+        .map(|p| drift(spec, p))
+        .unwrap_or_default();
+    let repair = match probe_result {
+        Probed::Read(_) => planner::admit(
+            spec,
+            Operation::Repair,
+            probe_result,
+            Need::Check { last_success: None },
+            now,
+        ),
+        Probed::Unreachable(e) | Probed::Unreadable(e) => {
+            Decision::Skip(format!("not probed: {e}"))
+        }
+        Probed::NotYet => Decision::Skip("not probed yet".into()),
+    };
+    let pending_stale: Vec<i64> = state
+        .probe
+        .as_ref()
+        .map(|p| p.pending_stale_writes().map(|w| w.version).collect())
+        .unwrap_or_default();
+    let mut reasons = Vec::new();
+    let health = if let (Some(e), Some(ProbeFailureKind::Unreadable)) =
+        (&state.probe_error, state.probe_error_kind)
+    {
+        reasons.push(format!("unreadable: {e}"));
+        Health::Unreadable
+    } else if let Some(e) = &state.probe_error {
+        reasons.push(format!(
+            "storage did not answer the last probe (figures are from the one before): {e}"
+        ));
+        Health::Unknown
+    } else if !pending_stale.is_empty() {
+        reasons.push(format!(
+            "stale write(s) at version(s) {pending_stale:?}: rows their writer removed are visible until repaired"
+        ));
+        Health::Failing
+    } else if operations
+        .iter()
+        .any(|o| o.enabled && o.consecutive_failures > 0)
+    {
+        for o in operations.iter().filter(|o| o.consecutive_failures > 0) {
+            reasons.push(format!(
+                "{} failed {} time(s) in a row",
+                o.operation, o.consecutive_failures
+            ));
+        }
+        Health::Failing
+    } else if operations.iter().any(|o| o.stale) {
+        for o in operations.iter().filter(|o| o.stale) {
+            reasons.push(format!("{} is stale", o.operation));
+        }
+        Health::Stale
+    } else if !drift.is_empty() {
+        reasons.extend(drift.iter().map(|d| format!("{} drift", d.kind.as_str())));
+        Health::Drifted
+    } else if spec.paused {
+        Health::Paused
+    } else if state.probe.is_none() {
+        Health::Unknown
+    } else {
+        Health::Healthy
+    };
+    TableView {
+        name: spec.name.clone(),
+        path: spec.path.clone(),
+        owner: spec.owner.clone(),
+        concurrency_key: spec.concurrency_key.clone(),
+        paused: spec.paused,
+        health,
+        health_reasons: reasons,
+        probe_error: state.probe_error.clone(),
+        probe_error_kind: state.probe_error_kind,
+        probed_at: state.probed_at,
+        probe: state.probe.clone(),
+        drift,
+        operations,
+        stale_writes: state.stale_writes.clone(),
+        repair,
+    }
+}
+
+/// The gap between the next two runs of an operation's schedule.
+fn schedule_period(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Option<Duration> {
+    let s = spec.schedule(op)?;
+    let first = s.next_after(now.with_timezone(&spec.timezone))?;
+    let second = s.next_after(first)?;
+    (second - first).to_std().ok()
+}

@@ -1,0 +1,74 @@
+//! Publishes what the replica knows to the metrics: an inventory change becomes series
+//! created or removed, each table's state becomes its gauges.
+//!
+//! The one place where fleet state turns into numbers; data flows fleet → publish →
+//! metrics, never back. It decides nothing: the figures are the fleet's (`fleet::state`,
+//! `fleet::drift`), computed the same way the API and the dashboard compute them.
+
+use chrono::{DateTime, Utc};
+use tablekeeper_delta::Probe;
+use tablekeeper_inventory::{Operation, TableSpec};
+
+use crate::fleet::{self, Fleet, InventoryChange};
+use crate::metrics::{Metrics, OperationFigures, TableFigures};
+
+/// Series for a new inventory: removed tables lose all of theirs, every table gets its
+/// starting values (operations the inventory disabled lose theirs).
+pub(crate) fn inventory(metrics: &Metrics, fleet: &Fleet, change: &InventoryChange) {
+    for spec in &change.removed {
+        metrics.forget_table(&spec.name, &spec.owner);
+    }
+    for (table, previous_owner) in &change.owner_changed {
+        metrics.owner_changed(table, previous_owner);
+    }
+    let inventory = fleet.inventory();
+    for spec in &inventory.tables {
+        metrics.table_added(spec);
+    }
+    metrics.set_inventory_size(inventory.tables.len());
+}
+
+/// Staleness, last success, failure streaks, size and drift gauges of one table.
+pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: DateTime<Utc>) {
+    let Some(state) = fleet.with_state(&spec.name, Clone::clone) else {
+        return;
+    };
+    let name = spec.name.as_str();
+    if let Some(probe) = &state.probe {
+        metrics.set_table_figures(name, figures(probe));
+        let drifted: Vec<_> = fleet::drift(spec, probe).iter().map(|d| d.kind).collect();
+        metrics.set_drift(name, &drifted);
+    }
+    for op in Operation::SCHEDULED {
+        if !spec.operation_enabled(op) {
+            continue;
+        }
+        metrics.set_operation(
+            name,
+            op,
+            OperationFigures {
+                last_success: fleet::last_success(&state, op),
+                staleness: fleet::staleness(&state, op, now),
+                consecutive_failures: state.consecutive_failures.get(&op).copied().unwrap_or(0),
+            },
+        );
+    }
+}
+
+/// Every table's gauges (staleness grows with time, not with probes).
+pub(crate) fn all(metrics: &Metrics, fleet: &Fleet, now: DateTime<Utc>) {
+    for spec in &fleet.inventory().tables {
+        table(metrics, fleet, spec, now);
+    }
+}
+
+fn figures(probe: &Probe) -> TableFigures {
+    TableFigures {
+        files: probe.files,
+        size_bytes: probe.size_bytes,
+        small_files: probe.small_files,
+        version: probe.version,
+        commits_since_checkpoint: probe.commits_since_checkpoint,
+        commits_per_hour: probe.commits_per_hour,
+    }
+}

@@ -1,0 +1,249 @@
+//! Compaction and Z-order are one operation with two kinds, as delta-rs's `OptimizeType`:
+//! one conflict-retry loop, one preparation ([`crate::prepare`]), one plan step per kind
+//! (`compact.rs` and `zorder.rs` say which partitions need work and what a dry run reports),
+//! and one execution (`rewrite.rs`: a scoped OPTIMIZE per filter set, every commit guarded
+//! against duplicate rewrites and recorded in the report).
+//!
+//! A new rewriting kind (the purge of deletion vectors) is a variant of [`Optimize`] with its
+//! own plan, never a copy of the loop.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tablekeeper_vocab::Operation;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::compact::{self, CompactOptions};
+use crate::error::DeltaError;
+use crate::prepare::{prepare, Prepared};
+use crate::report::OpReport;
+use crate::rewrite::{
+    filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
+};
+use crate::run::{run_marker, ConflictRetry};
+use crate::snapshot::paths;
+use crate::zorder::{self, ZorderOptions};
+
+/// The rewriting operations, with their options.
+#[derive(Debug, Clone, Copy)]
+pub enum Optimize<'a> {
+    /// Bin-packing of small files ([`CompactOptions`]).
+    Compact(&'a CompactOptions),
+    /// Clustering on columns ([`ZorderOptions`]).
+    ZOrder(&'a ZorderOptions),
+}
+
+/// What one attempt rewrites, or why nothing.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// Nothing to do, and why (becomes the report's `skipped`).
+    Nothing(String),
+    /// The partitions to rewrite, and what a dry run reports for them.
+    Rewrite {
+        scopes: Vec<PartitionScope>,
+        /// Files and bytes the rewrite would read (an estimate: deltalake also bins files up
+        /// to the target size with the small ones).
+        files: u64,
+        bytes: u64,
+    },
+}
+
+impl Optimize<'_> {
+    fn operation(self) -> Operation {
+        match self {
+            Optimize::Compact(_) => Operation::Compact,
+            Optimize::ZOrder(_) => Operation::Zorder,
+        }
+    }
+
+    fn dry_run(self) -> bool {
+        match self {
+            Optimize::Compact(o) => o.dry_run,
+            Optimize::ZOrder(o) => o.dry_run,
+        }
+    }
+
+    fn max_conflict_retries(self) -> u32 {
+        match self {
+            Optimize::Compact(o) => o.max_conflict_retries,
+            Optimize::ZOrder(o) => o.max_conflict_retries,
+        }
+    }
+
+    /// The target file size, checked.
+    fn target(self, uri: &str) -> Result<NonZeroU64, DeltaError> {
+        match self {
+            Optimize::Compact(o) => compact::validate_sizing(
+                uri,
+                Operation::Compact,
+                o.target_file_size,
+                o.small_file_factor,
+            ),
+            Optimize::ZOrder(o) => {
+                compact::validate_sizing(uri, Operation::Zorder, o.target_file_size, 1.0)
+            }
+        }
+    }
+
+    async fn plan(
+        self,
+        uri: &str,
+        prepared: &Prepared,
+        cancel: &CancellationToken,
+    ) -> Result<Plan, DeltaError> {
+        match self {
+            Optimize::Compact(o) => Ok(compact::plan(prepared, o)),
+            Optimize::ZOrder(o) => zorder::plan(uri, prepared, o, cancel).await,
+        }
+    }
+
+    fn rewrite(self) -> Rewrite {
+        match self {
+            Optimize::Compact(_) => Rewrite::Compact,
+            Optimize::ZOrder(o) => Rewrite::ZOrder(o.columns.clone()),
+        }
+    }
+
+    /// Commit metadata: the run marker, and for Z-order Spark's `zOrderBy`, which deltalake
+    /// 1.1.x does not write, so history shows (and the probe finds) Z-order runs.
+    fn marker(self, run_id: &str) -> HashMap<String, Value> {
+        let mut marker = run_marker(run_id, self.operation());
+        if let Optimize::ZOrder(o) = self {
+            marker.insert(
+                "operationParameters".to_owned(),
+                json!({ "zOrderBy": o.columns }),
+            );
+        }
+        marker
+    }
+
+    /// `skipped` when deltalake committed nothing for a non-empty plan.
+    fn nothing_written(self) -> &'static str {
+        match self {
+            Optimize::Compact(_) => "deltalake found no bins of two or more files to merge",
+            Optimize::ZOrder(_) => "deltalake wrote no z-order commit",
+        }
+    }
+}
+
+/// Rewrites `table_uri` as `kind` says: compaction bin-packs the partitions holding at least
+/// `min_small_files` small files; Z-order clusters the partitions with data added since the
+/// last Z-order. Lost commit races are retried up to the options' limit.
+///
+/// Cancellation drops the running OPTIMIZE before it commits; see the crate docs. The future is
+/// boxed here, once, so callers can spawn it without proving `Send` themselves.
+pub fn optimize<'a>(
+    table_uri: &'a str,
+    kind: Optimize<'a>,
+    cancel: &'a CancellationToken,
+) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
+    Box::pin(run(table_uri, kind, cancel))
+}
+
+async fn run(
+    uri: &str,
+    kind: Optimize<'_>,
+    cancel: &CancellationToken,
+) -> Result<OpReport, DeltaError> {
+    let started = Instant::now();
+    let op = kind.operation();
+    let target = kind.target(uri)?;
+    let run_id = Uuid::new_v4().to_string();
+    let mut retry = ConflictRetry::new(kind.max_conflict_retries());
+    let mut report: Option<OpReport> = None;
+    loop {
+        match attempt(uri, kind, target, &run_id, &mut report, cancel).await {
+            Ok(()) => break,
+            Err(err) => retry.after_failure(err, cancel, uri, op).await?,
+        }
+    }
+    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
+        table: uri.to_owned(),
+        reason: format!("{op} finished without reading the table"),
+    })?;
+    report.conflicts += retry.conflicts;
+    Ok(report.finish(started))
+}
+
+/// One attempt: prepare, plan, then rewrite scope by scope. The report carries over between
+/// attempts, so commits of an attempt that later lost a race stay counted.
+async fn attempt(
+    uri: &str,
+    kind: Optimize<'_>,
+    target: NonZeroU64,
+    run_id: &str,
+    report: &mut Option<OpReport>,
+    cancel: &CancellationToken,
+) -> Result<(), DeltaError> {
+    let op = kind.operation();
+    let prepared = prepare(uri, op, cancel).await?;
+    let version = prepared.version;
+    let report = report.get_or_insert_with(|| {
+        OpReport::new(
+            op,
+            uri,
+            i64::try_from(version).unwrap_or(i64::MAX),
+            kind.dry_run(),
+        )
+    });
+    let (scopes, files, bytes) = match kind.plan(uri, &prepared, cancel).await? {
+        Plan::Nothing(reason) => {
+            if report.commits.is_empty() {
+                report.skipped = Some(reason);
+            }
+            return Ok(());
+        }
+        Plan::Rewrite {
+            scopes,
+            files,
+            bytes,
+        } => (scopes, files, bytes),
+    };
+    if kind.dry_run() {
+        report.files_removed = files;
+        report.bytes_removed = bytes;
+        report.partitions_touched = scopes.iter().map(|s| s.key.clone()).collect();
+        return Ok(());
+    }
+
+    tracing::info!(table = uri, version, partitions = scopes.len(), operation = %op, "rewriting");
+    let Prepared {
+        table,
+        protocol,
+        files: active,
+        ..
+    } = prepared;
+    let mut known = Some((version, paths(&active)));
+    drop(active);
+    let spec = RewriteSpec {
+        operation: op,
+        rewrite: kind.rewrite(),
+        target_size: target,
+        marker: kind.marker(run_id),
+    };
+    let mut current = table;
+    for filters in filter_sets(&protocol.partition_columns, &scopes) {
+        let base_version = crate::prepare::loaded_version(uri, &current)?;
+        let known_at_base = known.take().filter(|(v, _)| *v == base_version);
+        current = optimize_once(uri, &current, &spec, &filters, cancel).await?;
+        known = record_commits(
+            uri,
+            &current,
+            base_version,
+            run_id,
+            known_at_base,
+            &protocol.partition_columns,
+            report,
+        )
+        .await?;
+    }
+    report.skipped = report
+        .commits
+        .is_empty()
+        .then(|| kind.nothing_written().to_owned());
+    Ok(())
+}
