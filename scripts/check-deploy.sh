@@ -91,9 +91,14 @@ CONTRACT_METRICS = {
     "tablekeeper_inventory_reload_failures_total",
     "tablekeeper_build_info",
 }
+# Exported beside the contract (README, "Metrics"): rules may use them too.
+ADDITIVE_METRICS = {
+    "tablekeeper_erasure_deadline_seconds",
+}
 HISTOGRAMS = {"tablekeeper_job_duration_seconds"}
 ALLOWED = (
     CONTRACT_METRICS
+    | ADDITIVE_METRICS
     | {f"{h}{s}" for h in HISTOGRAMS for s in ("_bucket", "_sum", "_count")}
     | {"up"}
 )

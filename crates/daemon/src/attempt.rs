@@ -55,7 +55,7 @@ pub(crate) async fn inputs(
     match op {
         Operation::Checkpoint => ctx.log_cleanup = log_cleanup(rt, spec).await,
         Operation::Vacuum => ctx.vacuum_mode = vacuum_mode(rt, spec).await,
-        Operation::Compact | Operation::Zorder | Operation::Repair => {}
+        Operation::Compact | Operation::Zorder | Operation::Purge | Operation::Repair => {}
     }
     ctx
 }
@@ -188,7 +188,7 @@ async fn succeeded(
     }
     if !report.dry_run {
         match op {
-            Operation::Compact | Operation::Zorder => rt
+            Operation::Compact | Operation::Zorder | Operation::Purge => rt
                 .metrics
                 .count_bytes_rewritten(&spec.name, report.bytes_added),
             Operation::Vacuum => rt
@@ -216,8 +216,14 @@ async fn failed(
     if conflict {
         rt.metrics.count_conflicts(&spec.name, op, 1);
     }
-    if matches!(&e, ExecError::Delta(DeltaError::DuplicateRewrite { .. })) {
-        error!(error = %e, "DATA SAFETY: a concurrent rewrite duplicated rows; another engine or replica compacted the same files. Investigate before the next maintenance run");
+    match &e {
+        ExecError::Delta(DeltaError::DuplicateRewrite { .. }) => {
+            error!(error = %e, "DATA SAFETY: a concurrent rewrite duplicated rows; another engine or replica compacted the same files. Investigate before the next maintenance run");
+        }
+        ExecError::Delta(DeltaError::RowsChanged { .. }) => {
+            error!(error = %e, "DATA SAFETY: a rewrite changed the table's live rows; restore the version the error names before the next maintenance run");
+        }
+        _ => {}
     }
     let kind = if conflict {
         FailureKind::Conflict

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tablekeeper_delta::{
-    CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport, RepairOptions, VacuumMode,
-    VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
+    CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport, PurgeOptions,
+    RepairOptions, VacuumMode, VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
@@ -184,6 +184,14 @@ async fn run_operation(
                 max_conflict_retries: CONFLICT_RETRIES,
             };
             tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::ZOrder(&options), &cancel).await?
+        }
+        Operation::Purge => {
+            let options = PurgeOptions {
+                target_file_size: spec.compaction.target_file_size,
+                dry_run: ctx.dry_run,
+                max_conflict_retries: CONFLICT_RETRIES,
+            };
+            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::Purge(&options), &cancel).await?
         }
         Operation::Vacuum => {
             let options = VacuumOptions {

@@ -39,6 +39,10 @@ pub(crate) struct TableFigures {
     pub version: i64,
     pub commits_since_checkpoint: u64,
     pub commits_per_hour: u64,
+    /// Rows deletion vectors mark deleted inside active files.
+    pub deleted_rows: u64,
+    /// Age of the oldest deletion whose rows storage still holds; zero when none.
+    pub erasure_pending: Duration,
 }
 
 /// The state of one scheduled operation on a table, as the gauges show it.
@@ -69,6 +73,11 @@ pub(crate) struct Metrics {
     table_version: IntGaugeVec,
     table_commits_since_checkpoint: IntGaugeVec,
     table_commits_per_hour: GaugeVec,
+    table_deleted_rows: IntGaugeVec,
+    erasure_pending_seconds: GaugeVec,
+    /// Not in the contract table: the inventory's `retention.erasure_deadline`, for the
+    /// TablekeeperErasureOverdue alert (only tables that declare one).
+    erasure_deadline_seconds: GaugeVec,
     table_probe_failures_total: IntCounterVec,
     drift: IntGaugeVec,
     bytes_rewritten_total: IntCounterVec,
@@ -181,6 +190,27 @@ impl Metrics {
                 ),
                 table,
             )?,
+            table_deleted_rows: IntGaugeVec::new(
+                opts(
+                    "table_deleted_rows",
+                    "Rows marked deleted by deletion vectors but still inside active files (from the log)",
+                ),
+                table,
+            )?,
+            erasure_pending_seconds: GaugeVec::new(
+                opts(
+                    "erasure_pending_seconds",
+                    "Age of the oldest deletion whose rows are still physically on storage (in a file with a deletion vector, a removed file not yet vacuumed, or a change-data file); 0 when none",
+                ),
+                table,
+            )?,
+            erasure_deadline_seconds: GaugeVec::new(
+                opts(
+                    "erasure_deadline_seconds",
+                    "The inventory's retention.erasure_deadline: deleted rows must be physically gone within it",
+                ),
+                table,
+            )?,
             table_probe_failures_total: IntCounterVec::new(
                 opts(
                     "table_probe_failures_total",
@@ -284,6 +314,9 @@ impl Metrics {
         r.register(Box::new(self.table_version.clone()))?;
         r.register(Box::new(self.table_commits_since_checkpoint.clone()))?;
         r.register(Box::new(self.table_commits_per_hour.clone()))?;
+        r.register(Box::new(self.table_deleted_rows.clone()))?;
+        r.register(Box::new(self.erasure_pending_seconds.clone()))?;
+        r.register(Box::new(self.erasure_deadline_seconds.clone()))?;
         r.register(Box::new(self.table_probe_failures_total.clone()))?;
         r.register(Box::new(self.drift.clone()))?;
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
@@ -319,6 +352,15 @@ impl Metrics {
         self.bytes_reclaimed_total
             .with_label_values(&[name])
             .inc_by(0);
+        match spec.retention.erasure_deadline {
+            Some(deadline) => self
+                .erasure_deadline_seconds
+                .with_label_values(&[name])
+                .set(deadline.as_secs_f64()),
+            None => {
+                let _ = self.erasure_deadline_seconds.remove_label_values(&[name]);
+            }
+        }
         for op in Operation::SCHEDULED {
             let labels = [name, op.as_str()];
             if spec.operation_enabled(op) {
@@ -375,10 +417,17 @@ impl Metrics {
             &self.table_small_files,
             &self.table_version,
             &self.table_commits_since_checkpoint,
+            &self.table_deleted_rows,
         ] {
             let _ = gauge.remove_label_values(&[table]);
         }
-        let _ = self.table_commits_per_hour.remove_label_values(&[table]);
+        for gauge in [
+            &self.table_commits_per_hour,
+            &self.erasure_pending_seconds,
+            &self.erasure_deadline_seconds,
+        ] {
+            let _ = gauge.remove_label_values(&[table]);
+        }
         for counter in [
             &self.bytes_rewritten_total,
             &self.bytes_reclaimed_total,
@@ -417,6 +466,7 @@ impl Metrics {
                 &self.table_commits_since_checkpoint,
                 figures.commits_since_checkpoint,
             ),
+            (&self.table_deleted_rows, figures.deleted_rows),
         ];
         for (gauge, value) in gauges {
             gauge
@@ -429,6 +479,9 @@ impl Metrics {
         self.table_commits_per_hour
             .with_label_values(&t)
             .set(figures.commits_per_hour as f64);
+        self.erasure_pending_seconds
+            .with_label_values(&t)
+            .set(figures.erasure_pending.as_secs_f64());
     }
 
     /// 1 for each kind in `drifted`, 0 for the others.
@@ -621,6 +674,7 @@ mod tests {
     fn every_contract_metric_is_registered_with_its_name() {
         let m = Metrics::new().unwrap();
         m.table_added(&spec("t"));
+        m.set_table_figures("t", TableFigures::default());
         let text = m.render().unwrap();
         for name in [
             "tablekeeper_table_info",
@@ -630,6 +684,8 @@ mod tests {
             "tablekeeper_inventory_reload_failures_total",
             "tablekeeper_store_call_duration_seconds",
             "tablekeeper_store_call_errors_total",
+            "tablekeeper_table_deleted_rows",
+            "tablekeeper_erasure_pending_seconds",
         ] {
             assert!(
                 text.contains(&format!("# TYPE {name} ")),

@@ -300,6 +300,7 @@ fn needed(
                 }
             }
         }
+        Operation::Purge => purge_needed(spec, probe, now),
         Operation::Checkpoint => {
             let threshold = spec.checkpoint.max_commits_since_checkpoint;
             if probe.commits_since_checkpoint >= threshold {
@@ -317,6 +318,47 @@ fn needed(
     }
 }
 
+/// Soft-deleted rows are purged once they are this share of the rows in the files holding
+/// them: readers read and filter every deleted row until then, and below it the rewrite costs
+/// more than it saves. An erasure deadline at risk purges whatever the share.
+pub(crate) const PURGE_MIN_DELETED_SHARE: f64 = 0.05;
+
+fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision {
+    if probe.files_with_deletion_vectors == 0 {
+        return Decision::Skip("no active file carries a deletion vector".into());
+    }
+    let deleted = probe.deleted_rows;
+    let rows = probe
+        .rows_in_files_with_deletion_vectors
+        .max(deleted)
+        .max(1);
+    if crate::fleet::deadline_at_risk(spec, probe, now) {
+        return Decision::Run(format!(
+            "{deleted} soft-deleted row(s) must be physically gone within the erasure deadline \
+             ({}): the purge must run now so VACUUM can delete the old files after the {} \
+             retention",
+            humantime::format_duration(spec.retention.erasure_deadline.unwrap_or_default()),
+            humantime::format_duration(spec.retention.deleted_file_retention)
+        ));
+    }
+    let share = deleted as f64 / rows as f64;
+    let percent = share * 100.0;
+    if share >= PURGE_MIN_DELETED_SHARE {
+        Decision::Run(format!(
+            "{deleted} soft-deleted row(s) in {} file(s) with deletion vectors ({percent:.1}% of \
+             their rows, threshold {:.0}%)",
+            probe.files_with_deletion_vectors,
+            PURGE_MIN_DELETED_SHARE * 100.0
+        ))
+    } else {
+        Decision::Skip(format!(
+            "{deleted} soft-deleted row(s) are {percent:.1}% of the rows in files with deletion \
+             vectors, under the {:.0}% threshold, and no erasure deadline is at risk",
+            PURGE_MIN_DELETED_SHARE * 100.0
+        ))
+    }
+}
+
 /// When an operation last succeeded on a table according to the Delta log (so work done
 /// by other engines counts). Compaction counts any OPTIMIZE, Z-order included, because
 /// both leave the table compacted.
@@ -326,7 +368,8 @@ pub(crate) fn last_success_from_log(probe: &Probe, op: Operation) -> Option<Date
         Operation::Zorder => probe.last_zorder_at,
         Operation::Vacuum => probe.last_vacuum_at,
         Operation::Checkpoint => probe.last_checkpoint_at,
-        Operation::Repair => None,
+        // a purge commits as OPTIMIZE: the job table alone knows when one ran
+        Operation::Purge | Operation::Repair => None,
     }
 }
 
@@ -448,13 +491,54 @@ mod tests {
             matches!(d, Decision::Skip(_)),
             "transient trouble defers: {d:?}"
         );
-        let dv = probe(serde_json::json!({
+        let mapped = probe(serde_json::json!({
+            "min_reader_version": 2, "min_writer_version": 5,
+            "properties": {"delta.columnMapping.mode": "name"}
+        }));
+        let d = decide(&s, Operation::Compact, Probed::Read(&mapped), None, now());
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+    }
+
+    fn with_deletion_vectors(deleted: u64, rows: u64, pending_since: &str) -> Probe {
+        probe(serde_json::json!({
             "deletion_vectors_enabled": true, "min_reader_version": 3, "min_writer_version": 7,
             "reader_features": ["deletionVectors"], "writer_features": ["deletionVectors"],
-            "properties": {"delta.enableDeletionVectors": "true"}
-        }));
-        let d = decide(&s, Operation::Compact, Probed::Read(&dv), None, now());
-        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+            "files_with_deletion_vectors": 2, "rows_in_files_with_deletion_vectors": rows,
+            "deleted_rows": deleted, "erasure_pending_since": pending_since
+        }))
+    }
+
+    #[test]
+    fn purge_runs_when_deleted_rows_pile_up_or_the_erasure_deadline_is_near() {
+        let s = spec("");
+        let purge =
+            |s: &TableSpec, p: &Probe| decide(s, Operation::Purge, Probed::Read(p), None, now());
+        let clean = probe(serde_json::json!({}));
+        assert!(
+            matches!(purge(&s, &clean), Decision::Skip(r) if r.contains("no active file carries"))
+        );
+        let few = with_deletion_vectors(4, 1000, "2026-11-28T12:00:00Z");
+        assert!(matches!(purge(&s, &few), Decision::Skip(r) if r.contains("0.4%")));
+        let many = with_deletion_vectors(60, 1000, "2026-11-28T12:00:00Z");
+        assert!(matches!(purge(&s, &many), Decision::Run(r) if r.contains("6.0%")));
+        // a 10-day deadline with the 7-day retention: a deletion two days old leaves no room
+        let deadline = spec("    retention:\n      erasure_deadline: 10d\n");
+        let d = purge(
+            &deadline,
+            &with_deletion_vectors(4, 1000, "2026-11-27T12:00:00Z"),
+        );
+        assert!(
+            matches!(&d, Decision::Run(r) if r.contains("erasure deadline")),
+            "{d:?}"
+        );
+        let d = purge(
+            &deadline,
+            &with_deletion_vectors(4, 1000, "2026-11-29T11:00:00Z"),
+        );
+        assert!(
+            matches!(d, Decision::Skip(_)),
+            "a fresh deletion can wait: {d:?}"
+        );
     }
 
     fn stale_write(version: i64, repaired_by: Option<i64>) -> serde_json::Value {

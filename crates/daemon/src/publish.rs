@@ -35,7 +35,7 @@ pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: Dat
     };
     let name = spec.name.as_str();
     if let Some(probe) = &state.probe {
-        metrics.set_table_figures(name, figures(probe));
+        metrics.set_table_figures(name, figures(probe, now));
         let drifted: Vec<_> = fleet::drift(spec, probe).iter().map(|d| d.kind).collect();
         metrics.set_drift(name, &drifted);
     }
@@ -62,8 +62,10 @@ pub(crate) fn all(metrics: &Metrics, fleet: &Fleet, now: DateTime<Utc>) {
     }
 }
 
-fn figures(probe: &Probe) -> TableFigures {
+fn figures(probe: &Probe, now: DateTime<Utc>) -> TableFigures {
     TableFigures {
+        deleted_rows: probe.deleted_rows,
+        erasure_pending: fleet::erasure_pending(probe, now),
         files: probe.files,
         size_bytes: probe.size_bytes,
         small_files: probe.small_files,

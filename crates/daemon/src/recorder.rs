@@ -1,7 +1,7 @@
 //! What a probe learns that must outlive the replica: every new commit's `commitInfo` into
 //! `table_commits` (history beyond the log's retention), every stale write into
-//! `stale_writes`, and a `repair` job for a stale write waiting for one (unless the inventory
-//! turns `maintenance.auto_repair` off).
+//! `stale_writes`, a `repair` job for a stale write waiting for one (unless the inventory
+//! turns `maintenance.auto_repair` off), and the purge and VACUUM an erasure deadline needs.
 //!
 //! Every replica records what its own probes read; the store coalesces, so the history and
 //! the stale writes are the same whichever replica saw them first. A failed store call
@@ -29,8 +29,61 @@ pub(crate) async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, Probe
     record_history(rt, spec).await;
     if let Ok(probe) = &probe {
         record_stale_writes(rt, spec, probe).await;
+        queue_for_erasure_deadline(rt, spec, probe).await;
     }
     probe
+}
+
+/// Keeps a table's erasure deadline (`retention.erasure_deadline`) without waiting for the
+/// cron schedules: a purge as soon as the deadline leaves no room to wait for the next one,
+/// and a VACUUM as soon as the files superseded by the purge have aged past the retention
+/// (unless a VACUUM already succeeded since). The job table coalesces: at most one queued job
+/// per table and operation, whichever replica asks.
+async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
+    if spec.retention.erasure_deadline.is_none() || probe.erasure_pending_since.is_none() {
+        return;
+    }
+    let now = Utc::now();
+    let mut due = Vec::new();
+    if crate::fleet::deadline_at_risk(spec, probe, now)
+        && planner::admit(
+            spec,
+            Operation::Purge,
+            Probed::Read(probe),
+            Need::Check { last_success: None },
+            now,
+        )
+        .should_run()
+    {
+        due.push(Operation::Purge);
+    }
+    let retention = chrono::Duration::from_std(spec.retention.deleted_file_retention)
+        .unwrap_or(chrono::Duration::MAX);
+    let eligible_at = probe.erasure_last_removal_at.map(|at| at + retention);
+    let last_vacuum = rt.fleet.last_success(&spec.name, Operation::Vacuum);
+    if eligible_at.is_some_and(|at| at <= now && last_vacuum.is_none_or(|v| v < at))
+        && planner::admit(
+            spec,
+            Operation::Vacuum,
+            Probed::Read(probe),
+            Need::Forced,
+            now,
+        )
+        .should_run()
+    {
+        due.push(Operation::Vacuum);
+    }
+    for op in due {
+        match scheduler::enqueue(rt, spec, op, Trigger::Schedule, None).await {
+            Ok((job_id, true)) => {
+                info!(table = %spec.name, operation = %op, job_id = job_id.0, "queued to meet the erasure deadline")
+            }
+            Ok((_, false)) => {}
+            Err(e) => {
+                warn!(table = %spec.name, operation = %op, error = %e, "cannot queue a job for the erasure deadline")
+            }
+        }
+    }
 }
 
 async fn record_history(rt: &Runtime, spec: &TableSpec) {

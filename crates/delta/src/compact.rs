@@ -129,9 +129,8 @@ mod tests {
             partition_values: partition
                 .map(|p| HashMap::from([("d".to_owned(), Some(p.to_owned()))]))
                 .unwrap_or_default(),
-            has_deletion_vector: false,
             num_records: None,
-            deleted_rows: 0,
+            deletion_vector: None,
         }
     }
 

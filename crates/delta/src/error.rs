@@ -109,6 +109,23 @@ pub enum DeltaError {
         files: Vec<String>,
     },
 
+    /// A rewrite commit's added files do not hold the rows its removed files held (their
+    /// records minus their deletion vectors'): rows were lost, or deleted rows came back.
+    #[error(
+        "data-safety violation on `{table}` at version {version}: the rewrite removed files \
+         holding {expected} live row(s) (records minus deletion vectors) but added files holding \
+         {found}, so {}; stop all maintenance on this table and RESTORE it to version {} if \
+         nothing else committed since",
+        if found > expected { "deleted rows came back or rows were duplicated" } else { "rows were lost" },
+        version - 1
+    )]
+    RowsChanged {
+        table: String,
+        version: i64,
+        expected: u64,
+        found: u64,
+    },
+
     /// Commit conflicts persisted after every retry the caller allowed.
     #[error(
         "{operation} on `{table}` lost {attempts} commit race(s) to concurrent writers: {source}; \
@@ -236,6 +253,7 @@ impl DeltaError {
             | DeltaError::InvalidOptions { .. }
             | DeltaError::UnsafeVacuum { .. }
             | DeltaError::DuplicateRewrite { .. }
+            | DeltaError::RowsChanged { .. }
             | DeltaError::CheckpointCanary { .. }
             | DeltaError::VacuumPlanChanged { .. }
             | DeltaError::MissingDataFiles { .. }
@@ -258,6 +276,7 @@ impl DeltaError {
             | DeltaError::InvalidOptions { table, .. }
             | DeltaError::UnsafeVacuum { table, .. }
             | DeltaError::DuplicateRewrite { table, .. }
+            | DeltaError::RowsChanged { table, .. }
             | DeltaError::Conflict { table, .. }
             | DeltaError::Cancelled { table, .. }
             | DeltaError::CheckpointCanary { table, .. }

@@ -1,7 +1,7 @@
 //! Delta Lake probing and maintenance for tablekeeper, on deltalake 1.1.2.
 //!
 //! This crate owns everything tablekeeper does to a Delta table: reading its health from the
-//! log ([`Prober`]), and the maintenance operations — [`optimize`] (compaction and Z-order),
+//! log ([`Prober`]), and the maintenance operations — [`optimize`] (compaction, Z-order, purge),
 //! [`vacuum`], [`checkpoint`], [`repair`] — each taking plain options, returning an [`OpReport`] for the job result, and
 //! failing with a [`DeltaError`] whose [`DeltaError::class`] tells the worker what to do.
 //! It depends on no other tablekeeper crate and never reads credentials from anywhere but the
@@ -16,14 +16,19 @@
 //!   files, so no other engine or replica may compact a table tablekeeper maintains. Every
 //!   compaction and Z-order commit is checked afterwards ([`verify_rewrite_commit`]) and a
 //!   violation fails loudly with [`DeltaError::DuplicateRewrite`].
-//! - **Refusals**: tables using deletion vectors or features deltalake cannot write are never
-//!   rewritten or vacuumed ([`check_maintainable`]).
+//! - **Refusals**: tables using features deltalake cannot write (or, for rewrites, column
+//!   mapping) are never rewritten or vacuumed ([`check_maintainable`]).
+//! - **Rows**: every rewrite commit (compaction, Z-order, [`PurgeOptions`] purge) must add
+//!   exactly the live rows it removed (records minus deletion vectors), else it fails loudly
+//!   with [`DeltaError::RowsChanged`] and the version to restore to.
 //! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
 //!   cross-checked against every version inside the retention window before anything is deleted.
 
 pub mod aged;
 mod checkpoint;
 mod compact;
+mod deletion_vector;
+mod erasure;
 mod error;
 pub mod fixtures;
 mod guard;
@@ -38,6 +43,7 @@ pub mod peers;
 mod prepare;
 mod presence;
 mod probe;
+mod purge;
 mod repair;
 mod report;
 mod retention;
@@ -51,7 +57,7 @@ mod zorder;
 pub use checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use error::{classify_delta_error, DeltaError, ErrorClass};
-pub use guard::{removed_but_inactive, verify_rewrite_commit};
+pub use guard::verify_rewrite_commit;
 pub use history::CommitRecord;
 pub use maintainable::{check_maintainable, TableProtocol};
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
@@ -59,6 +65,7 @@ pub use optimize::{optimize, Optimize};
 pub use probe::{
     HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY,
 };
+pub use purge::PurgeOptions;
 pub use repair::{repair, PlannedFile, RepairOptions, RepairPlan};
 pub use report::{OpReport, RetentionDrift, MAX_REPORTED_PATHS};
 pub use retention::{

@@ -13,6 +13,7 @@ use deltalake::{ObjectStore, ObjectStoreError, Path};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Map, Value};
 
+use crate::deletion_vector::DeletionVector;
 use crate::error::DeltaError;
 
 /// Name of the commitInfo key under which tablekeeper records who wrote a commit.
@@ -241,8 +242,21 @@ pub(crate) struct FileAction {
     pub deletion_timestamp: Option<i64>,
     /// `stats.numRecords` of an add, when the writer recorded statistics.
     pub num_records: Option<u64>,
-    /// Rows its deletion vector marks deleted (`deletionVector.cardinality`); 0 without one.
-    pub deleted_rows: u64,
+    /// Its deletion vector, when it has one (removes carry the vector of the file they end).
+    pub deletion_vector: Option<DeletionVector>,
+}
+
+impl FileAction {
+    /// Rows its deletion vector marks deleted; 0 without one.
+    pub fn deleted_rows(&self) -> u64 {
+        self.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality)
+    }
+
+    /// Rows still visible in it, when its statistics say how many it holds.
+    pub fn live_rows(&self) -> Option<u64> {
+        self.num_records
+            .map(|rows| rows.saturating_sub(self.deleted_rows()))
+    }
 }
 
 /// One JSON commit, reduced.
@@ -254,6 +268,8 @@ pub(crate) struct Commit {
     pub commit_info: Option<Map<String, Value>>,
     pub adds: Vec<FileAction>,
     pub removes: Vec<FileAction>,
+    /// Change-data files (`cdc` actions) the commit wrote.
+    pub cdc_files: u64,
 }
 
 impl Commit {
@@ -277,6 +293,8 @@ impl Commit {
                 commit.adds.push(file_action(&add));
             } else if let Some(Value::Object(remove)) = action.remove("remove") {
                 commit.removes.push(file_action(&remove));
+            } else if action.contains_key("cdc") {
+                commit.cdc_files += 1;
             }
         }
         Ok(commit)
@@ -428,11 +446,7 @@ fn file_action(obj: &Map<String, Value>) -> FileAction {
             .get("stats")
             .and_then(Value::as_str)
             .and_then(num_records_of),
-        deleted_rows: obj
-            .get("deletionVector")
-            .and_then(|dv| dv.get("cardinality"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
+        deletion_vector: DeletionVector::from_json(obj.get("deletionVector")),
     }
 }
 

@@ -2,10 +2,12 @@
 //!
 //! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
 //! refusal rules: a table whose protocol needs a feature deltalake 1.1.2 cannot rewrite safely
-//! is refused for compaction, Z-order and vacuum with a clear error and never touched. Deletion
-//! vectors are refused even though deltalake claims writer support: compaction would have to
-//! apply them exactly, and VACUUM must keep their side files; we do not bet tables on that.
-//! This module must never inspect data files: the log is enough.
+//! is refused for compaction, Z-order and vacuum with a clear error and never touched.
+//! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
+//! scan and every rewrite commit passes the row check of [`crate::guard`]; VACUUM protects the
+//! deletion-vector files of every version inside the retention window itself
+//! ([`crate::vacuum`]), whatever deltalake lists. This module must never inspect data files:
+//! the log is enough.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -173,11 +175,9 @@ impl TableProtocol {
 ///
 /// - every op: protocol versions above reader 3 / writer 7, or reader features deltalake cannot
 ///   read;
-/// - compaction, Z-order, vacuum: deletion vectors, and writer features deltalake cannot write;
-/// - compaction, Z-order: column mapping (deltalake 1.1.x refuses to rewrite such tables).
-///
-/// Checkpoints stay allowed on deletion-vector tables: the kernel writes checkpoints from log
-/// replay and carries deletion vector descriptors through unchanged.
+/// - compaction, Z-order, purge, vacuum: writer features deltalake cannot write;
+/// - compaction, Z-order, purge: column mapping (deltalake 1.1.x refuses to rewrite such
+///   tables).
 pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
     let refuse = |features: Vec<String>, reason: String| DeltaError::UnsupportedProtocol {
         table: protocol.table.clone(),
@@ -210,12 +210,6 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
     if op == Operation::Checkpoint {
         return Ok(());
     }
-    if protocol.deletion_vectors_enabled() {
-        return Err(refuse(
-            vec!["deletionVectors".into()],
-            "the table uses deletion vectors, which tablekeeper does not rewrite or vacuum".into(),
-        ));
-    }
     let unknown_writers: Vec<String> = protocol
         .effective_writer_features()
         .into_iter()
@@ -227,7 +221,7 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
             "the table needs writer features deltalake 1.1.2 does not support".into(),
         ));
     }
-    let rewrites = matches!(op, Operation::Compact | Operation::Zorder);
+    let rewrites = op.rewrites();
     if rewrites && protocol.column_mapping_enabled() {
         return Err(refuse(
             vec!["columnMapping".into()],
@@ -284,17 +278,14 @@ mod tests {
     }
 
     #[test]
-    fn deletion_vectors_are_refused_for_rewrites_and_vacuum() {
+    fn deletion_vectors_are_maintained_by_every_operation() {
         for p in [
             protocol(3, 7, &["deletionVectors"], &["deletionVectors"], &[]),
             protocol(1, 2, &[], &[], &[("delta.enableDeletionVectors", "true")]),
         ] {
-            for op in [Operation::Compact, Operation::Zorder, Operation::Vacuum] {
-                let err = check_maintainable(&p, op).expect_err("refused");
-                assert!(err.to_string().contains("deletion vectors"), "{err}");
-                assert!(err.to_string().contains("s3://lake/t"), "{err}");
+            for op in Operation::ALL {
+                assert!(check_maintainable(&p, op).is_ok(), "{op}");
             }
-            assert!(check_maintainable(&p, Operation::Checkpoint).is_ok());
         }
     }
 

@@ -4,8 +4,9 @@
 //! and one execution (`rewrite.rs`: a scoped OPTIMIZE per filter set, every commit guarded
 //! against duplicate rewrites and recorded in the report).
 //!
-//! A new rewriting kind (the purge of deletion vectors) is a variant of [`Optimize`] with its
-//! own plan, never a copy of the loop.
+//! Purge (the rewrite of files carrying deletion vectors) is the third kind: its own plan and
+//! its own rewrite step (`purge.rs`, because deltalake's OPTIMIZE cannot select files by their
+//! deletion vectors), under the same loop, guard and report.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -20,12 +21,13 @@ use uuid::Uuid;
 use crate::compact::{self, CompactOptions};
 use crate::error::DeltaError;
 use crate::prepare::{prepare, Prepared};
+use crate::purge::{self, PurgeOptions};
 use crate::report::OpReport;
 use crate::rewrite::{
     filter_sets, optimize_once, record_commits, PartitionScope, Rewrite, RewriteSpec,
 };
 use crate::run::{run_marker, ConflictRetry};
-use crate::snapshot::paths;
+use crate::snapshot::active_set;
 use crate::zorder::{self, ZorderOptions};
 
 /// The rewriting operations, with their options.
@@ -35,6 +37,8 @@ pub enum Optimize<'a> {
     Compact(&'a CompactOptions),
     /// Clustering on columns ([`ZorderOptions`]).
     ZOrder(&'a ZorderOptions),
+    /// Rewriting every file with a deletion vector ([`PurgeOptions`]).
+    Purge(&'a PurgeOptions),
 }
 
 /// What one attempt rewrites, or why nothing.
@@ -57,6 +61,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(_) => Operation::Compact,
             Optimize::ZOrder(_) => Operation::Zorder,
+            Optimize::Purge(_) => Operation::Purge,
         }
     }
 
@@ -64,6 +69,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(o) => o.dry_run,
             Optimize::ZOrder(o) => o.dry_run,
+            Optimize::Purge(o) => o.dry_run,
         }
     }
 
@@ -71,6 +77,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(o) => o.max_conflict_retries,
             Optimize::ZOrder(o) => o.max_conflict_retries,
+            Optimize::Purge(o) => o.max_conflict_retries,
         }
     }
 
@@ -86,6 +93,7 @@ impl Optimize<'_> {
             Optimize::ZOrder(o) => {
                 compact::validate_sizing(uri, Operation::Zorder, o.target_file_size, 1.0)
             }
+            Optimize::Purge(o) => purge::target(uri, o),
         }
     }
 
@@ -98,6 +106,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(o) => Ok(compact::plan(prepared, o)),
             Optimize::ZOrder(o) => zorder::plan(uri, prepared, o, cancel).await,
+            Optimize::Purge(_) => Ok(purge::plan(prepared)),
         }
     }
 
@@ -105,6 +114,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(_) => Rewrite::Compact,
             Optimize::ZOrder(o) => Rewrite::ZOrder(o.columns.clone()),
+            Optimize::Purge(_) => Rewrite::Purge,
         }
     }
 
@@ -126,6 +136,7 @@ impl Optimize<'_> {
         match self {
             Optimize::Compact(_) => "deltalake found no bins of two or more files to merge",
             Optimize::ZOrder(_) => "deltalake wrote no z-order commit",
+            Optimize::Purge(_) => "no selected file carried a deletion vector any more",
         }
     }
 }
@@ -217,7 +228,7 @@ async fn attempt(
         files: active,
         ..
     } = prepared;
-    let mut known = Some((version, paths(&active)));
+    let mut known = Some((version, active_set(&active)));
     drop(active);
     let spec = RewriteSpec {
         operation: op,

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{commits_since, last_checkpoint};
 use crate::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
+use crate::erasure::ErasureLedger;
 use crate::error::DeltaError;
 use crate::history::CommitRecord;
 use crate::log::{list_log, partition_key, read_commits, Commit};
@@ -142,6 +143,26 @@ pub struct Probe {
     /// Full overwrites by other writers inside the watch window, newest first (at most 10).
     #[serde(default)]
     pub recent_overwrites: Vec<OverwriteCommit>,
+    /// Active files carrying a deletion vector.
+    #[serde(default)]
+    pub files_with_deletion_vectors: u64,
+    /// Rows those files hold (their statistics' `numRecords`), deleted ones included.
+    #[serde(default)]
+    pub rows_in_files_with_deletion_vectors: u64,
+    /// Rows marked deleted by deletion vectors but still inside active files.
+    #[serde(default)]
+    pub deleted_rows: u64,
+    /// Time of the oldest deletion whose rows storage still holds (see [`crate::erasure`]);
+    /// `None` when every deleted row is physically gone.
+    #[serde(default)]
+    pub erasure_pending_since: Option<DateTime<Utc>>,
+    /// The version of that deletion, when its commit is still on disk.
+    #[serde(default)]
+    pub erasure_pending_version: Option<i64>,
+    /// When the last file holding deleted rows left the table (a purge, or a copy-on-write
+    /// delete): VACUUM may delete every such file once this is older than the retention.
+    #[serde(default)]
+    pub erasure_last_removal_at: Option<DateTime<Utc>>,
 }
 
 impl Probe {
@@ -184,6 +205,7 @@ struct History {
     watch_ms: i64,
     /// Records not yet taken by [`Prober::take_history`].
     unrecorded: Vec<CommitRecord>,
+    erasure: ErasureLedger,
 }
 
 fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
@@ -207,6 +229,7 @@ impl History {
             overwrites: VecDeque::new(),
             watch_ms: i64::try_from(watch.as_millis()).unwrap_or(i64::MAX),
             unrecorded: Vec::new(),
+            erasure: ErasureLedger::default(),
         }
     }
 
@@ -234,6 +257,7 @@ impl History {
             _ => {}
         }
         self.stale.absorb(commit, ts);
+        self.erasure.absorb(commit, ts);
         if commit.is_full_overwrite() {
             self.overwrites.push_back(OverwriteCommit {
                 version: to_i64(version),
@@ -398,9 +422,15 @@ async fn probe_tracked(
     let files = active_files(table, uri).await?;
     let mut small_files_by_partition = BTreeMap::new();
     let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
+    let (mut dv_files, mut dv_rows, mut deleted_rows) = (0u64, 0u64, 0u64);
     for file in &files {
         count += 1;
         size += file.size;
+        if let Some(dv) = &file.deletion_vector {
+            dv_files += 1;
+            dv_rows += file.num_records.unwrap_or(dv.cardinality);
+            deleted_rows += dv.cardinality;
+        }
         if file.size < threshold {
             small += 1;
             *small_files_by_partition
@@ -419,7 +449,6 @@ async fn probe_tracked(
         crate::presence::ensure_present(table, uri, &files).await?;
         tracked.presence_ok_at = Some(Instant::now());
     }
-    drop(files);
 
     let log_store = table.log_store();
     let mut history_from = None;
@@ -444,6 +473,8 @@ async fn probe_tracked(
         Some(_) => {}
     }
     let history = &mut tracked.history;
+    let erasure = history.erasure.summary(&files);
+    drop(files);
     history.prune(probed_at.timestamp_millis());
     count_new_stale_rows(uri, history).await;
     history_from = history_from.or(history.first.map(|(v, _)| v));
@@ -486,6 +517,12 @@ async fn probe_tracked(
             .take(LISTED_OVERWRITES)
             .cloned()
             .collect(),
+        files_with_deletion_vectors: dv_files,
+        rows_in_files_with_deletion_vectors: dv_rows,
+        deleted_rows,
+        erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
+        erasure_pending_version: erasure.pending_version.map(to_i64),
+        erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
     })
 }
 

@@ -35,13 +35,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::guard::{check_commit, Verdict};
+use crate::guard::{check_commit, Rows, Verdict};
 use crate::log::{list_log, read_commits, Commit};
 use crate::open::open_table_at;
 use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
 use crate::run::{cancellable, run_commits, run_marker};
-use crate::snapshot::{paths, ActiveFile};
+use crate::snapshot::{active_set, ActiveFile};
 use crate::stale::{Detection, StaleWatch, DEFAULT_STALE_WATCH};
 use tablekeeper_vocab::Operation;
 
@@ -594,8 +594,9 @@ async fn commit_repair(
                 finalized.version
             ),
         })?;
-    let before = (finalized.version == base + 1).then(|| (base, paths(files)));
-    match check_commit(uri, &commit, before.as_ref().map(|(v, s)| (*v, s))).await? {
+    let before = (finalized.version == base + 1).then(|| (base, active_set(files)));
+    let known = before.as_ref().map(|(v, s)| (*v, s));
+    match check_commit(uri, &commit, known, Rows::Changed).await? {
         Verdict::Clean => {}
         Verdict::Unverified(reason) => {
             tracing::warn!(table = uri, %reason, "repair commit unchecked")
@@ -605,7 +606,7 @@ async fn commit_repair(
         let doubled: Vec<String> = commit
             .adds
             .iter()
-            .filter(|a| active_before.contains(&a.path))
+            .filter(|a| active_before.contains_key(&a.path))
             .map(|a| a.path.clone())
             .collect();
         if !doubled.is_empty() {

@@ -13,7 +13,7 @@
 //! cost is one small commit per compaction bin instead of one per run. Z-order keeps one
 //! commit per run, because the next Z-order is scoped by the version of the last one.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
 use std::time::Duration;
 
@@ -24,10 +24,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::guard::{check_commit, Verdict};
+use crate::guard::{check_commit, Rows, Verdict};
 use crate::log::{partition_key, read_commits, Commit};
 use crate::report::OpReport;
 use crate::run::{cancellable, run_commits};
+use crate::snapshot::{apply, ActiveSet};
 use tablekeeper_vocab::Operation;
 
 /// One partition to work on: its key and its raw values in partition-column order.
@@ -119,6 +120,8 @@ fn literals(filters: &[OwnedFilter]) -> Vec<FilterLiteral<'_>> {
 pub(crate) enum Rewrite {
     Compact,
     ZOrder(Vec<String>),
+    /// Built by [`crate::purge`] from deltalake's parts, not by OPTIMIZE.
+    Purge,
 }
 
 /// Everything one scoped OPTIMIZE needs besides the table and its filters.
@@ -131,7 +134,7 @@ pub(crate) struct RewriteSpec {
     pub marker: HashMap<String, Value>,
 }
 
-/// Runs one OPTIMIZE over `filters` from `table`'s snapshot.
+/// Runs one OPTIMIZE (or purge) over `filters` from `table`'s snapshot.
 /// Returns the table deltalake hands back (refreshed to the latest version).
 pub(crate) async fn optimize_once(
     uri: &str,
@@ -140,11 +143,12 @@ pub(crate) async fn optimize_once(
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
-    let literals = literals(filters);
     let optimize_type = match &spec.rewrite {
         Rewrite::Compact => OptimizeType::Compact,
         Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
+        Rewrite::Purge => return crate::purge::rewrite(uri, table, spec, filters, cancel).await,
     };
+    let literals = literals(filters);
     let mut builder = table
         .clone()
         .optimize()
@@ -165,9 +169,9 @@ pub(crate) async fn optimize_once(
     cancellable(cancel, uri, spec.operation, step).await
 }
 
-/// The active paths at a known version, carried from one scoped run to the next so the guard
+/// The active files at a known version, carried from one scoped run to the next so the guard
 /// does not reload the snapshot when nobody else committed in between.
-pub(crate) type KnownActive = Option<(u64, HashSet<String>)>;
+pub(crate) type KnownActive = Option<(u64, ActiveSet)>;
 
 /// Reads the commits of `run_id` after `after_version`, guards each, and adds them to `report`.
 ///
@@ -175,7 +179,7 @@ pub(crate) type KnownActive = Option<(u64, HashSet<String>)>;
 /// our previous commit) means another writer won that version and deltalake rebased ours: each
 /// such commit counts as a conflict in the report.
 ///
-/// Returns the active paths after the last commit when they can be derived from `known`
+/// Returns the active files after the last commit when they can be derived from `known`
 /// (our commits followed each other directly), else `None`.
 pub(crate) async fn record_commits(
     uri: &str,
@@ -201,17 +205,21 @@ pub(crate) async fn record_commits(
         }
         previous = commit.version;
         known = catch_up(uri, log_store.as_ref(), known, commit.version).await?;
-        match check_commit(uri, commit, known.as_ref().map(|(v, set)| (*v, set))).await? {
+        match check_commit(
+            uri,
+            commit,
+            known.as_ref().map(|(v, set)| (*v, set)),
+            Rows::Kept,
+        )
+        .await?
+        {
             Verdict::Clean => {}
             Verdict::Unverified(reason) => report.warnings.push(reason),
         }
         add_commit(report, commit, partition_columns);
         known = match known {
             Some((version, mut set)) if version + 1 == commit.version => {
-                for removed in &commit.removes {
-                    set.remove(&removed.path);
-                }
-                set.extend(commit.adds.iter().map(|a| a.path.clone()));
+                apply(&mut set, &commit.removes, &commit.adds);
                 Some((commit.version, set))
             }
             _ => None,
@@ -239,10 +247,7 @@ async fn catch_up(
         let Some(commit) = commit else {
             return Ok(None);
         };
-        for removed in &commit.removes {
-            set.remove(&removed.path);
-        }
-        set.extend(commit.adds.into_iter().map(|a| a.path));
+        apply(&mut set, &commit.removes, &commit.adds);
         at = v;
     }
     Ok(Some((at, set)))

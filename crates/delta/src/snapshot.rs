@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use deltalake::DeltaTable;
 
+use crate::deletion_vector::DeletionVector;
 use crate::error::DeltaError;
+use crate::log::FileAction;
 
 /// One active data file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,18 +19,22 @@ pub(crate) struct ActiveFile {
     pub path: String,
     pub size: u64,
     pub partition_values: HashMap<String, Option<String>>,
-    pub has_deletion_vector: bool,
     /// `stats.numRecords`, when the writer recorded statistics.
     pub num_records: Option<u64>,
-    /// Rows the file's deletion vector marks deleted; 0 without one.
-    pub deleted_rows: u64,
+    /// The rows deleted from it without rewriting it, when any.
+    pub deletion_vector: Option<DeletionVector>,
 }
 
 impl ActiveFile {
     /// Rows of the file still visible, when its statistics say how many it holds.
     pub fn live_rows(&self) -> Option<u64> {
         self.num_records
-            .map(|rows| rows.saturating_sub(self.deleted_rows))
+            .map(|rows| rows.saturating_sub(self.deleted_rows()))
+    }
+
+    /// Rows its deletion vector marks deleted; 0 without one.
+    pub fn deleted_rows(&self) -> u64 {
+        self.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality)
     }
 }
 
@@ -49,18 +55,14 @@ pub(crate) async fn active_files(
             .map_err(|err| DeltaError::delta(&owned_uri, "reading the active files", err))?;
         Ok(log_data
             .into_iter()
-            .map(|file| {
-                let deletion_vector = file.deletion_vector_descriptor();
-                ActiveFile {
-                    path: file.path().into_owned(),
-                    size: u64::try_from(file.size()).unwrap_or(0),
-                    partition_values: file.partition_values_map(),
-                    has_deletion_vector: deletion_vector.is_some(),
-                    num_records: file.num_records().and_then(|n| u64::try_from(n).ok()),
-                    deleted_rows: deletion_vector
-                        .and_then(|dv| u64::try_from(dv.cardinality).ok())
-                        .unwrap_or(0),
-                }
+            .map(|file| ActiveFile {
+                path: file.path().into_owned(),
+                size: u64::try_from(file.size()).unwrap_or(0),
+                partition_values: file.partition_values_map(),
+                num_records: file.num_records().and_then(|n| u64::try_from(n).ok()),
+                deletion_vector: file
+                    .deletion_vector_descriptor()
+                    .map(DeletionVector::from_descriptor),
             })
             .collect())
     })
@@ -69,6 +71,63 @@ pub(crate) async fn active_files(
         table: uri.to_owned(),
         reason: format!("snapshot walk panicked: {err}"),
     })?
+}
+
+/// What the rewrite guard tracks of an active file: its deletion vector (the protocol
+/// identifies a logical file by path and deletion vector) and the rows still visible in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogicalFile {
+    pub deletion_vector_id: Option<String>,
+    pub live_rows: Option<u64>,
+}
+
+/// Active files by path, as the guard tracks them.
+pub(crate) type ActiveSet = HashMap<String, LogicalFile>;
+
+impl From<&ActiveFile> for LogicalFile {
+    fn from(file: &ActiveFile) -> Self {
+        LogicalFile {
+            deletion_vector_id: file.deletion_vector.as_ref().map(|dv| dv.id.clone()),
+            live_rows: file.live_rows(),
+        }
+    }
+}
+
+impl From<&FileAction> for LogicalFile {
+    fn from(action: &FileAction) -> Self {
+        LogicalFile {
+            deletion_vector_id: action.deletion_vector.as_ref().map(|dv| dv.id.clone()),
+            live_rows: action.live_rows(),
+        }
+    }
+}
+
+/// The active set of a file list.
+pub(crate) fn active_set(files: &[ActiveFile]) -> ActiveSet {
+    files
+        .iter()
+        .map(|f| (f.path.clone(), LogicalFile::from(f)))
+        .collect()
+}
+
+/// Applies a commit's removes, then its adds, to an active set.
+pub(crate) fn apply(set: &mut ActiveSet, removes: &[FileAction], adds: &[FileAction]) {
+    for removed in removes {
+        set.remove(&removed.path);
+    }
+    set.extend(adds.iter().map(|a| (a.path.clone(), LogicalFile::from(a))));
+}
+
+/// The files on storage the active files need: their data files and the files holding their
+/// deletion vectors (relative to the table root, or absolute URLs for `p` descriptors).
+pub(crate) fn needed_files(files: &[ActiveFile]) -> HashSet<String> {
+    let mut needed = paths(files);
+    needed.extend(
+        files
+            .iter()
+            .filter_map(|f| f.deletion_vector.as_ref()?.file.clone()),
+    );
+    needed
 }
 
 /// The set of active paths.

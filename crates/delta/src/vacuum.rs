@@ -1,13 +1,14 @@
 //! VACUUM with the safety rules of DESIGN.md ("Retention and VACUUM safety").
 //!
 //! Owns the only code path in tablekeeper that deletes data files. In order:
-//! 1. refuse tables this crate cannot vacuum safely (deletion vectors, unknown features);
+//! 1. refuse tables this crate cannot vacuum safely (unknown features);
 //! 2. compute the effective retention (longest wins, 168h floor unless allowed) and refuse a
 //!    short one *before* calling deltalake, whose own refusal is a private `GenericError`;
 //! 3. always run deltalake's dry run first and record its list and bytes in the report;
 //! 4. cross-check the list against the log: every file referenced by any version inside the
 //!    retention window (the version time travel to `now - retention` lands on, and every later
-//!    one) must stay; if one is listed, refuse and delete nothing;
+//!    one) must stay, deletion-vector files included; if one is listed, refuse and delete
+//!    nothing;
 //! 5. only then run the real vacuum, from the same snapshot and the same clock instant as the
 //!    dry run so its plan is the same list, with deltalake's own retention check disabled (ours
 //!    ran in step 2);
@@ -40,7 +41,7 @@ use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
 use crate::retention::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
 use crate::run::{cancellable, run_commits, run_marker};
-use crate::snapshot::{active_files, paths};
+use crate::snapshot::{active_files, needed_files};
 use crate::stale::pending_stale_writes;
 use tablekeeper_vocab::Operation;
 
@@ -179,7 +180,7 @@ async fn run(
     let existing_paths: Vec<String> = existing.keys().cloned().collect();
     report.set_would_delete(&existing_paths, existing.values().sum());
 
-    let active = paths(&files);
+    let active = needed_files(&files);
     drop(files);
     let protected = cancellable(
         cancel,
@@ -188,6 +189,11 @@ async fn run(
         protected_files(uri, &table, &active, retention, now_ms),
     )
     .await?;
+    let roots = root_prefixes(uri);
+    let protected: HashSet<String> = protected
+        .iter()
+        .map(|p| relative_to_root(p, &roots))
+        .collect();
     let unsafe_files: Vec<String> = listed
         .keys()
         .filter(|p| protected.contains(*p))
@@ -244,7 +250,6 @@ async fn run(
             .map_err(|err| DeltaError::delta(uri, "vacuum", err))
     })
     .await?;
-    let roots = root_prefixes(uri);
     let deleted: BTreeSet<String> = deleted
         .iter()
         .map(|raw| relative_to_root(raw, &roots))
@@ -338,7 +343,8 @@ async fn existing_sizes(
     Ok(sizes.into_iter().flatten().collect())
 }
 
-/// Every file referenced by a version inside the retention window ending now.
+/// Every file referenced by a version inside the retention window ending now: data files and
+/// the files holding their deletion vectors.
 ///
 /// The window starts at the version time travel to `now - retention` resolves to (the newest
 /// commit at or before that instant; the oldest reconstructable version if all are newer) and
@@ -348,7 +354,7 @@ async fn existing_sizes(
 pub(crate) async fn protected_files(
     uri: &str,
     table: &DeltaTable,
-    current_active: &HashSet<String>,
+    current_needed: &HashSet<String>,
     retention: Duration,
     now_ms: i64,
 ) -> Result<HashSet<String>, DeltaError> {
@@ -386,10 +392,12 @@ pub(crate) async fn protected_files(
             at_cutoff = Some(commit.version);
             break;
         }
-        window_adds.push((
-            commit.version,
-            commit.adds.into_iter().map(|a| a.path).collect(),
-        ));
+        let mut needed = Vec::with_capacity(commit.adds.len());
+        for add in commit.adds {
+            needed.extend(add.deletion_vector.and_then(|dv| dv.file));
+            needed.push(add.path);
+        }
+        window_adds.push((commit.version, needed));
     }
     drop(commits);
     let earliest = listing.earliest_reconstructable(latest);
@@ -406,11 +414,11 @@ pub(crate) async fn protected_files(
             }),
         };
     let mut protected = if start >= latest {
-        current_active.clone()
+        current_needed.clone()
     } else {
         let old = open_table_at(uri, start).await?;
-        let mut set = paths(&active_files(&old, uri).await?);
-        set.extend(current_active.iter().cloned());
+        let mut set = needed_files(&active_files(&old, uri).await?);
+        set.extend(current_needed.iter().cloned());
         set
     };
     for (version, adds) in window_adds {

@@ -13,8 +13,8 @@ use crate::check::{OperationDraft, Settings, TableDraft};
 use crate::defaults;
 use crate::error::Problem;
 use crate::model::{
-    CheckpointSpec, CompactionSpec, Layout, LogStore, OverwriteWindow, ProtocolSpec, Retention,
-    SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
+    CheckpointSpec, CompactionSpec, Layout, LogStore, OverwriteWindow, ProtocolSpec, PurgeSpec,
+    Retention, SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
 };
 use crate::schedule::Schedule;
 use crate::walk::{At, Ctx, Field};
@@ -137,6 +137,11 @@ pub(crate) fn build_table(
                 .or(fleet.checkpoint.max_commits_since_checkpoint)
                 .unwrap_or(defaults::CHECKPOINT_MAX_COMMITS),
         },
+        purge: PurgeSpec {
+            enabled: enabled(&own.purge, &fleet.purge),
+            schedule: schedule(&own.purge, &fleet.purge)
+                .or_else(|| builtin(defaults::PURGE_SCHEDULE))?,
+        },
         auto_repair: own
             .auto_repair
             .or(fleet.auto_repair)
@@ -254,10 +259,29 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
             ),
         );
     }
+    let erasure_deadline = draft.erasure_deadline.at().map(|at| at.value);
+    if let Some(at) = draft.erasure_deadline.at() {
+        if at.value <= deleted && !draft.deleted_file_retention.is_invalid() {
+            ctx.error(
+                at.loc,
+                "retention.erasure_deadline",
+                format!(
+                    "an erasure deadline of {} is not longer than `deleted_file_retention` ({}): \
+                     deleted rows stay in files VACUUM may only delete after that retention, so \
+                     they cannot be gone in time; raise `erasure_deadline` above {} (a day more \
+                     leaves room for the purge) or shorten `deleted_file_retention`",
+                    human(at.value),
+                    human(deleted),
+                    human(deleted)
+                ),
+            );
+        }
+    }
     Retention {
         deleted_file_retention: deleted,
         log_retention: log,
         allow_short_retention: allow_short,
+        erasure_deadline,
     }
 }
 

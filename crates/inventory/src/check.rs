@@ -47,6 +47,7 @@ pub(crate) const RETENTION_KEYS: &[&str] = &[
     "deleted_file_retention",
     "log_retention",
     "allow_short_retention",
+    "erasure_deadline",
 ];
 pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
 /// Keys of a table's `maintenance:` block.
@@ -60,6 +61,7 @@ pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "zorder",
     "vacuum",
     "checkpoint",
+    "purge",
 ];
 /// Keys of the `defaults:` block: the maintenance keys that make sense fleet-wide.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
@@ -71,6 +73,7 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "zorder",
     "vacuum",
     "checkpoint",
+    "purge",
 ];
 pub(crate) const COMPACTION_KEYS: &[&str] =
     &["enabled", "schedule", "target_file_size", "min_small_files"];
@@ -78,6 +81,7 @@ pub(crate) const ZORDER_KEYS: &[&str] = &["enabled", "schedule"];
 pub(crate) const VACUUM_KEYS: &[&str] = &["enabled", "schedule", "full_every"];
 pub(crate) const CHECKPOINT_KEYS: &[&str] =
     &["enabled", "schedule", "max_commits_since_checkpoint"];
+pub(crate) const PURGE_KEYS: &[&str] = &["enabled", "schedule"];
 
 /// The keys of an operation's block.
 pub(crate) fn operation_keys(op: Operation) -> &'static [&'static str] {
@@ -86,11 +90,13 @@ pub(crate) fn operation_keys(op: Operation) -> &'static [&'static str] {
         Operation::Zorder => ZORDER_KEYS,
         Operation::Vacuum => VACUUM_KEYS,
         Operation::Checkpoint => CHECKPOINT_KEYS,
+        Operation::Purge => PURGE_KEYS,
         Operation::Repair => &[],
     }
 }
 
-const OPERATIONS_NOTE: &str = "maintenance operations are compaction, zorder, vacuum, checkpoint";
+const OPERATIONS_NOTE: &str =
+    "maintenance operations are compaction, zorder, vacuum, checkpoint, purge";
 
 /// Table-level keys that belong one level down; users often flatten them.
 const TABLE_ELSEWHERE: &[(&str, &str)] = &[
@@ -106,6 +112,7 @@ const TABLE_ELSEWHERE: &[(&str, &str)] = &[
     ("deleted_file_retention", "write it under `retention:`"),
     ("log_retention", "write it under `retention:`"),
     ("allow_short_retention", "write it under `retention:`"),
+    ("erasure_deadline", "write it under `retention:`"),
     ("features", "write it under `protocol:`"),
     ("paused", "write it under `maintenance:`"),
     ("timezone", "write it under `maintenance:`"),
@@ -114,6 +121,7 @@ const TABLE_ELSEWHERE: &[(&str, &str)] = &[
     ("compaction", "write it under `maintenance:`"),
     ("vacuum", "write it under `maintenance:`"),
     ("checkpoint", "write it under `maintenance:`"),
+    ("purge", "write it under `maintenance:`"),
     (
         "schedule",
         "schedules belong to an operation: `maintenance.<operation>.schedule`",
@@ -181,6 +189,7 @@ pub(crate) struct Settings {
     pub zorder: OperationDraft,
     pub vacuum: OperationDraft,
     pub checkpoint: OperationDraft,
+    pub purge: OperationDraft,
     /// Never read: repair has no block of its own (see `operation_mut`).
     pub repair: OperationDraft,
 }
@@ -192,6 +201,7 @@ impl Settings {
             Operation::Zorder => &mut self.zorder,
             Operation::Vacuum => &mut self.vacuum,
             Operation::Checkpoint => &mut self.checkpoint,
+            Operation::Purge => &mut self.purge,
             // not a block with a schedule: `auto_repair` is a plain switch
             Operation::Repair => &mut self.repair,
         }
@@ -245,6 +255,7 @@ pub(crate) struct TableDraft {
     pub deleted_file_retention: Field<Duration>,
     pub log_retention: Field<Duration>,
     pub allow_short_retention: Field<bool>,
+    pub erasure_deadline: Field<Duration>,
     pub features: Vec<String>,
     pub readers: Vec<String>,
     pub maintenance: Settings,
@@ -427,6 +438,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         deleted_file_retention: Field::Absent,
         log_retention: Field::Absent,
         allow_short_retention: Field::Absent,
+        erasure_deadline: Field::Absent,
         features: Vec::new(),
         readers: Vec::new(),
         maintenance: Settings::default(),
@@ -472,6 +484,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         draft.deleted_file_retention = retention.read(ctx, "deleted_file_retention", read_duration);
         draft.log_retention = retention.read(ctx, "log_retention", read_duration);
         draft.allow_short_retention = retention.read(ctx, "allow_short_retention", read_bool);
+        draft.erasure_deadline = retention.read(ctx, "erasure_deadline", read_duration);
     }
     if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
         draft.features = plain_list(protocol.read(ctx, "features", read_string_list));
@@ -706,7 +719,7 @@ fn check_settings(
                     .get()
                     .copied();
             }
-            Operation::Zorder | Operation::Repair => {}
+            Operation::Zorder | Operation::Purge | Operation::Repair => {}
         }
     }
     Some(settings)

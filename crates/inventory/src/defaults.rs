@@ -40,6 +40,10 @@ pub const CHECKPOINT_SCHEDULE: &str = "*/30 * * * *";
 /// and tablekeeper steps in.
 pub const CHECKPOINT_MAX_COMMITS: u64 = 100;
 
+/// Purge daily at 05:00 (DESIGN.md example), after the night's compaction and VACUUM; it
+/// runs only where files carry deletion vectors, and only when the need check says so.
+pub const PURGE_SCHEDULE: &str = "0 5 * * *";
+
 /// Three attempts per job (DESIGN.md example): a commit conflict is usually gone on retry.
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Two hours per attempt (DESIGN.md example): a large OPTIMIZE on 2 cores takes tens of
@@ -73,6 +77,7 @@ mod tests {
             ZORDER_SCHEDULE,
             VACUUM_SCHEDULE,
             CHECKPOINT_SCHEDULE,
+            PURGE_SCHEDULE,
         ] {
             assert!(Schedule::parse(s).is_ok(), "{s}");
         }

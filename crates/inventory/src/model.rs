@@ -71,6 +71,8 @@ pub struct TableSpec {
     pub vacuum: VacuumSpec,
     /// Checkpoints.
     pub checkpoint: CheckpointSpec,
+    /// Purge of deleted rows on tables with deletion vectors.
+    pub purge: PurgeSpec,
     /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
     pub auto_repair: bool,
     /// Where the table is declared.
@@ -86,6 +88,7 @@ impl TableSpec {
             Operation::Zorder => self.zorder.enabled,
             Operation::Vacuum => self.vacuum.enabled,
             Operation::Checkpoint => self.checkpoint.enabled,
+            Operation::Purge => self.purge.enabled,
             Operation::Repair => self.auto_repair,
         }
     }
@@ -98,6 +101,7 @@ impl TableSpec {
             Operation::Zorder => Some(&self.zorder.schedule),
             Operation::Vacuum => Some(&self.vacuum.schedule),
             Operation::Checkpoint => Some(&self.checkpoint.schedule),
+            Operation::Purge => Some(&self.purge.schedule),
             Operation::Repair => None,
         }
     }
@@ -174,6 +178,10 @@ pub struct Retention {
     pub log_retention: Duration,
     /// Allows `deleted_file_retention` below 168h.
     pub allow_short_retention: bool,
+    /// Deleted rows must be physically gone within this time of their deletion; always
+    /// longer than `deleted_file_retention`.
+    #[serde(serialize_with = "serialize_optional_duration")]
+    pub erasure_deadline: Option<Duration>,
 }
 
 /// Declared protocol features.
@@ -229,6 +237,15 @@ pub struct CheckpointSpec {
     pub max_commits_since_checkpoint: u64,
 }
 
+/// Purge settings (REORG TABLE … APPLY (PURGE)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeSpec {
+    /// Whether purging is scheduled (it runs only where files carry deletion vectors).
+    pub enabled: bool,
+    /// When it runs.
+    pub schedule: Schedule,
+}
+
 /// Where a table is declared.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceRef {
@@ -248,6 +265,16 @@ impl fmt::Display for SourceRef {
 
 fn serialize_tz<S: Serializer>(tz: &chrono_tz::Tz, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(tz.name())
+}
+
+fn serialize_optional_duration<S: Serializer>(
+    d: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => serialize_duration(d, serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 fn serialize_duration<S: Serializer>(d: &Duration, serializer: S) -> Result<S::Ok, S::Error> {

@@ -68,6 +68,8 @@ pub(crate) struct DefaultsEntry {
     pub vacuum: Option<VacuumEntry>,
     /// Checkpoint defaults.
     pub checkpoint: Option<CheckpointEntry>,
+    /// Purge defaults.
+    pub purge: Option<PurgeEntry>,
 }
 
 /// One Delta table and how tablekeeper maintains it.
@@ -156,6 +158,10 @@ pub(crate) struct RetentionEntry {
     pub log_retention: Option<DurationText>,
     /// Allows `deleted_file_retention` below 168h. Default false.
     pub allow_short_retention: Option<bool>,
+    /// Deleted rows must be physically gone from storage within this time of their
+    /// deletion (purge, then VACUUM after `deleted_file_retention`); longer than
+    /// `deleted_file_retention`. Optional: no deadline by default.
+    pub erasure_deadline: Option<DurationText>,
 }
 
 /// Declared protocol.
@@ -192,6 +198,8 @@ pub(crate) struct MaintenanceEntry {
     pub vacuum: Option<VacuumEntry>,
     /// Checkpoints.
     pub checkpoint: Option<CheckpointEntry>,
+    /// Purge of deleted rows (REORG TABLE … APPLY (PURGE)) on tables with deletion vectors.
+    pub purge: Option<PurgeEntry>,
 }
 
 /// Compaction (OPTIMIZE) settings.
@@ -246,6 +254,17 @@ pub(crate) struct CheckpointEntry {
     /// 1). Default 100.
     #[schemars(range(min = 1))]
     pub max_commits_since_checkpoint: Option<u64>,
+}
+
+/// Purge settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PurgeEntry {
+    /// Whether purging is scheduled; it runs only on tables whose files carry deletion
+    /// vectors. Default true.
+    pub enabled: Option<bool>,
+    /// When it runs. Default `0 5 * * *`.
+    pub schedule: Option<ScheduleText>,
 }
 
 /// Declares a string leaf type whose schema is written by hand.
@@ -383,6 +402,7 @@ mod tests {
             ("ZorderEntry", check::ZORDER_KEYS),
             ("VacuumEntry", check::VACUUM_KEYS),
             ("CheckpointEntry", check::CHECKPOINT_KEYS),
+            ("PurgeEntry", check::PURGE_KEYS),
         ] {
             assert_eq!(property_names(&schema, def), sorted(keys), "{def}");
         }

@@ -420,6 +420,107 @@ fn log_retention_shorter_than_file_retention() {
 }
 
 #[test]
+fn an_erasure_deadline_must_outlast_the_file_retention() {
+    // not longer than the default 7-day file retention: VACUUM may not delete in time
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      erasure_deadline: 7d",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        25,
+        T,
+        Some("retention.erasure_deadline"),
+        "is not longer than `deleted_file_retention` (7days)",
+    );
+    assert!(
+        p.message.contains("raise `erasure_deadline` above 7days"),
+        "{}",
+        p.message
+    );
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      deleted_file_retention: 14d",
+        "      log_retention: 30d",
+        "      erasure_deadline: 10d",
+    ]));
+    expect(
+        &problems,
+        8,
+        25,
+        T,
+        Some("retention.erasure_deadline"),
+        "14days",
+    );
+    let problems = problems_of(&table_with(&[
+        "    retention:",
+        "      erasure_deadline: soon",
+    ]));
+    expect(&problems, 6, 25, T, Some("retention.erasure_deadline"), "");
+    let inv = valid(&table_with(&[
+        "    retention:",
+        "      erasure_deadline: 30d",
+    ]));
+    assert_eq!(
+        inv.tables[0].retention.erasure_deadline,
+        Some(Duration::from_secs(30 * 86_400))
+    );
+    assert_eq!(
+        valid(&table_with(&[])).tables[0].retention.erasure_deadline,
+        None
+    );
+}
+
+#[test]
+fn purge_has_a_block_with_a_schedule_and_a_switch() {
+    let inv = valid(&table_with(&[
+        "    maintenance:",
+        "      purge: { schedule: \"0 6 * * *\" }",
+    ]));
+    let t = &inv.tables[0];
+    assert!(t.operation_enabled(Operation::Purge));
+    assert_eq!(
+        t.schedule(Operation::Purge)
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("0 6 * * *")
+    );
+    // the built-in default, and the switch
+    let t = &valid(&table_with(&[])).tables[0];
+    assert_eq!(
+        t.schedule(Operation::Purge)
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("0 5 * * *")
+    );
+    let off = valid(&table_with(&[
+        "    maintenance:",
+        "      purge: { enabled: false }",
+    ]));
+    assert!(!off.tables[0].operation_enabled(Operation::Purge));
+    // only its own keys
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      purge:",
+        "        full_every: 2",
+    ]));
+    expect(
+        &problems,
+        7,
+        9,
+        T,
+        Some("maintenance.purge.full_every"),
+        "only `vacuum` takes `full_every`",
+    );
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      purge: { schedule: \"61 * * * *\" }",
+    ]));
+    expect(&problems, 6, 26, T, Some("maintenance.purge.schedule"), "");
+}
+
+#[test]
 fn zorder_must_not_name_a_partition_column() {
     let problems = problems_of(&table_with(&[
         "    layout:",

@@ -82,6 +82,9 @@ closed_set! {
         Vacuum => "vacuum",
         /// Write a checkpoint so readers need not replay many JSON commits.
         Checkpoint => "checkpoint",
+        /// REORG TABLE … APPLY (PURGE): rewrite every file carrying a deletion vector, so the
+        /// rows it marks deleted leave the live files (VACUUM later deletes the old files).
+        Purge => "purge",
         /// Repair a stale write: a writer's commit planned on a snapshot older than one of
         /// tablekeeper's rewrites. Not scheduled: queued when a probe finds one.
         Repair => "repair",
@@ -90,11 +93,12 @@ closed_set! {
 
 impl Operation {
     /// The operations that run on a cron schedule (and so have a staleness).
-    pub const SCHEDULED: [Operation; 4] = [
+    pub const SCHEDULED: [Operation; 5] = [
         Operation::Compact,
         Operation::Zorder,
         Operation::Vacuum,
         Operation::Checkpoint,
+        Operation::Purge,
     ];
 
     /// The block under a table's `maintenance:` (and under `defaults:`) that configures
@@ -105,13 +109,17 @@ impl Operation {
             Operation::Zorder => "zorder",
             Operation::Vacuum => "vacuum",
             Operation::Checkpoint => "checkpoint",
+            Operation::Purge => "purge",
             Operation::Repair => "auto_repair",
         }
     }
 
     /// Whether the operation rewrites data files (and so races writers' snapshots).
     pub fn rewrites(self) -> bool {
-        matches!(self, Operation::Compact | Operation::Zorder)
+        matches!(
+            self,
+            Operation::Compact | Operation::Zorder | Operation::Purge
+        )
     }
 }
 
@@ -212,7 +220,7 @@ mod tests {
         let names = |all: &[&'static str]| all.join(",");
         assert_eq!(
             names(&Operation::ALL.map(Operation::as_str)),
-            "compact,zorder,vacuum,checkpoint,repair"
+            "compact,zorder,vacuum,checkpoint,purge,repair"
         );
         assert_eq!(
             names(&JobState::ALL.map(JobState::as_str)),
@@ -229,7 +237,7 @@ mod tests {
         let err = "optimize".parse::<Operation>().unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown operation `optimize`: use one of compact, zorder, vacuum, checkpoint, repair"
+            "unknown operation `optimize`: use one of compact, zorder, vacuum, checkpoint, purge, repair"
         );
         let err = "paused".parse::<JobState>().unwrap_err().to_string();
         assert!(err.contains("queued, running"), "{err}");

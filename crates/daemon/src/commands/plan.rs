@@ -111,6 +111,13 @@ fn render_text(views: &[TableView]) -> String {
         for d in &v.drift {
             let _ = writeln!(out, "  drift ({}): {}", d.kind.as_str(), d.detail);
         }
+        if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
+            let deleted = v.erasure.as_ref().map_or(0, |e| e.deleted_rows);
+            let _ = writeln!(
+                out,
+                "  erasure: {summary} ({deleted} soft-deleted row(s) in live files)"
+            );
+        }
         for o in &v.operations {
             if !o.enabled {
                 let _ = writeln!(out, "  {:<10} disabled", o.operation.as_str());

@@ -5,6 +5,7 @@
 //! mutates a table and never talks to the job store.
 
 mod drift;
+mod erasure;
 mod state;
 mod view;
 
@@ -19,6 +20,7 @@ use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_vocab::ProbeFailureKind;
 
 pub(crate) use drift::drift;
+pub(crate) use erasure::{deadline_at_risk, erasure_pending};
 pub(crate) use state::{last_success, staleness, TableState};
 pub(crate) use view::{Health, TableView};
 

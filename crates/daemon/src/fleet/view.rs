@@ -11,6 +11,7 @@ use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_vocab::ProbeFailureKind;
 
 use super::drift::{drift, Drift};
+use super::erasure::{erasure, ErasureView};
 use super::state::{last_success, staleness, TableState};
 use crate::planner::{self, Decision, Need, Probed};
 
@@ -83,6 +84,8 @@ pub(crate) struct TableView {
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
     /// Whether a repair is needed now, and why.
     pub repair: Decision,
+    /// When the table's deleted rows are physically gone (from the last probe).
+    pub erasure: Option<ErasureView>,
 }
 
 pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> TableView {
@@ -212,6 +215,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         operations,
         stale_writes: state.stale_writes.clone(),
         repair,
+        erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
     }
 }
 

@@ -178,12 +178,10 @@ pub async fn trigger_job(
             e.body_text()
         ))
     })?;
-    let op: Operation = req.operation.parse().map_err(|_| {
-        ApiError::BadRequest(format!(
-            "unknown operation `{}`: use one of compact, zorder, vacuum, checkpoint, repair",
-            req.operation
-        ))
-    })?;
+    let op: Operation = req
+        .operation
+        .parse()
+        .map_err(|e: tablekeeper_vocab::UnknownName| ApiError::BadRequest(e.to_string()))?;
     let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
     let decision = rt
         .fleet

@@ -187,7 +187,13 @@ fn table_row(h: &mut String, v: &TableView) {
         })
         .or_else(|| v.probe_error.clone())
         .unwrap_or_default();
-    let _ = write!(h, "<td><small>{}</small></td></tr>", esc(&failure));
+    let erasure = v
+        .erasure
+        .as_ref()
+        .and_then(|e| e.summary.as_deref())
+        .map(|s| format!("<br>{}", esc(s)))
+        .unwrap_or_default();
+    let _ = write!(h, "<td><small>{}{erasure}</small></td></tr>", esc(&failure));
 }
 
 fn human_secs(s: i64) -> String {

@@ -1,0 +1,243 @@
+//! Purge: REORG TABLE … APPLY (PURGE). Rewrites every active file that carries a deletion
+//! vector, whatever its size, so the rows its vector marks deleted leave the live files; the
+//! old files (and their vectors) stay on storage until VACUUM deletes them after the retention.
+//!
+//! Owns choosing the files (from the log: every file with a deletion vector, by partition) and
+//! rewriting them. deltalake's OPTIMIZE cannot do it: it skips files over the target size and
+//! never rewrites a file alone in its bin. The rewrite is built from deltalake's own parts
+//! instead: its deletion-vector-aware scan restricted to the chosen files (`DeltaScan` with a
+//! file selection), its Parquet writer (`DeltaWriter`, statistics included) and its commit
+//! builder, committing removes (carrying their vectors) and adds as one `dataChange: false`
+//! rewrite per partition set, marked with the run and checked by the rewrite guard
+//! ([`crate::guard`]: the added rows must equal the removed rows minus their vectors'). Nothing
+//! here decodes Parquet or deletion vectors.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+use deltalake::datafusion::prelude::SessionContext;
+use deltalake::delta_datafusion::DeltaScanNext;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::Action;
+use deltalake::protocol::DeltaOperation;
+use deltalake::table::config::TablePropertiesExt as _;
+use deltalake::DeltaTable;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::DeltaError;
+use crate::log::{ordered_partition_values, partition_key};
+use crate::optimize::Plan;
+use crate::prepare::Prepared;
+use crate::rewrite::{OwnedFilter, PartitionScope, RewriteSpec};
+use crate::run::cancellable;
+
+/// Options of one purge run.
+#[derive(Debug, Clone)]
+pub struct PurgeOptions {
+    /// Size of the files written, in bytes.
+    pub target_file_size: u64,
+    /// Plan and report, change nothing.
+    pub dry_run: bool,
+    /// Commit conflicts to retry before giving up with [`DeltaError::Conflict`].
+    pub max_conflict_retries: u32,
+}
+
+/// The partitions holding files with deletion vectors, and what rewriting them would read.
+pub(crate) fn plan(prepared: &Prepared) -> Plan {
+    let columns = &prepared.protocol.partition_columns;
+    let mut scopes: BTreeMap<String, PartitionScope> = BTreeMap::new();
+    let (mut files, mut bytes, mut rows) = (0u64, 0u64, 0u64);
+    for file in prepared
+        .files
+        .iter()
+        .filter(|f| f.deletion_vector.is_some())
+    {
+        let key = partition_key(columns, &file.partition_values);
+        scopes.entry(key.clone()).or_insert_with(|| PartitionScope {
+            key,
+            values: ordered_partition_values(columns, &file.partition_values),
+        });
+        files += 1;
+        bytes += file.size;
+        rows += file.deleted_rows();
+    }
+    if files == 0 {
+        return Plan::Nothing("no active file carries a deletion vector".into());
+    }
+    tracing::debug!(table = %prepared.protocol.table, files, deleted_rows = rows, "purge planned");
+    Plan::Rewrite {
+        scopes: scopes.into_values().collect(),
+        files,
+        bytes,
+    }
+}
+
+/// Whether a file's partition values satisfy a conjunction of filters (see
+/// [`crate::rewrite::filter_sets`]: an empty value stands for the null partition).
+fn matches(
+    filters: &[OwnedFilter],
+    values: &std::collections::HashMap<String, Option<String>>,
+) -> bool {
+    filters.iter().all(|filter| match filter {
+        OwnedFilter::Eq(column, value) => {
+            let actual = values.get(column).cloned().flatten().unwrap_or_default();
+            actual == *value
+        }
+        OwnedFilter::In(column, set) => values
+            .get(column)
+            .cloned()
+            .flatten()
+            .is_some_and(|v| set.contains(&v)),
+    })
+}
+
+/// Rewrites the files with deletion vectors in the partitions `filters` select, from `table`'s
+/// snapshot, and commits them as one rewrite. Returns the table at the new version (or
+/// unchanged when no selected file carries a vector any more).
+pub(crate) async fn rewrite(
+    uri: &str,
+    table: &DeltaTable,
+    spec: &RewriteSpec,
+    filters: &[OwnedFilter],
+    cancel: &CancellationToken,
+) -> Result<DeltaTable, DeltaError> {
+    let step = async {
+        let state = table
+            .snapshot()
+            .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?;
+        let snapshot = state.snapshot().clone();
+        let log_data = snapshot
+            .try_log_data()
+            .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?;
+        let mut removes = Vec::new();
+        let mut paths = Vec::new();
+        for file in log_data {
+            if file.deletion_vector_descriptor().is_none()
+                || !matches(filters, &file.partition_values_map())
+            {
+                continue;
+            }
+            paths.push(file.path().into_owned());
+            removes.push(Action::Remove(file.remove_action(false)));
+        }
+        if removes.is_empty() {
+            return Ok(table.clone());
+        }
+        let log_store = table.log_store();
+        let scan = DeltaScanNext::builder()
+            .with_log_store(log_store.clone())
+            .with_eager_snapshot(snapshot.clone())
+            .with_file_paths(paths)
+            .build()
+            .await
+            .map_err(|e| DeltaError::delta(uri, "planning the purge scan", e.into()))?;
+        let context = SessionContext::new();
+        let frame = context
+            .read_table(Arc::new(scan))
+            .map_err(|e| DeltaError::delta(uri, "planning the purge scan", e.into()))?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let mut batches = frame
+            .execute_stream()
+            .await
+            .map_err(|e| DeltaError::delta(uri, "scanning the files to purge", e.into()))?;
+        let properties = snapshot.table_properties();
+        let config = WriterConfig::new(
+            schema,
+            snapshot.metadata().partition_columns().to_vec(),
+            None,
+            Some(spec.target_size),
+            None,
+            properties.num_indexed_cols(),
+            properties
+                .data_skipping_stats_columns
+                .as_ref()
+                .map(|columns| columns.iter().map(ToString::to_string).collect()),
+        );
+        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
+        while let Some(batch) = batches.next().await {
+            let batch = batch
+                .map_err(|e| DeltaError::delta(uri, "reading the files to purge", e.into()))?;
+            writer
+                .write(&batch)
+                .await
+                .map_err(|e| DeltaError::delta(uri, "writing purged files", e))?;
+        }
+        let adds = writer
+            .close()
+            .await
+            .map_err(|e| DeltaError::delta(uri, "writing purged files", e))?;
+        let mut actions = removes;
+        actions.extend(adds.into_iter().map(|mut add| {
+            add.data_change = false;
+            Action::Add(add)
+        }));
+        let target_size = i64::try_from(spec.target_size.get()).unwrap_or(i64::MAX);
+        let finalized = CommitBuilder::from(
+            CommitProperties::default()
+                .with_metadata(spec.marker.clone())
+                .with_cleanup_expired_logs(Some(false)),
+        )
+        .with_actions(actions)
+        .build(
+            Some(&snapshot),
+            log_store,
+            DeltaOperation::Optimize {
+                predicate: None,
+                target_size,
+            },
+        )
+        .await
+        .map_err(|e| DeltaError::delta(uri, "committing the purge", e))?;
+        let mut after = table.clone();
+        after
+            .update_state()
+            .await
+            .map_err(|e| DeltaError::delta(uri, "reloading after the purge", e))?;
+        tracing::info!(
+            table = uri,
+            version = finalized.version(),
+            "purge committed"
+        );
+        Ok(after)
+    };
+    cancellable(cancel, uri, spec.operation, step).await
+}
+
+/// The purge's target size, checked.
+pub(crate) fn target(uri: &str, options: &PurgeOptions) -> Result<NonZeroU64, DeltaError> {
+    crate::compact::validate_sizing(
+        uri,
+        tablekeeper_vocab::Operation::Purge,
+        options.target_file_size,
+        1.0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn values(pairs: &[(&str, Option<&str>)]) -> HashMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn filters_select_partitions_as_deltalake_would() {
+        let d1 = values(&[("d", Some("1"))]);
+        let null = values(&[("d", None)]);
+        let in_set = [OwnedFilter::In("d".into(), vec!["1".into(), "2".into()])];
+        assert!(matches(&in_set, &d1));
+        assert!(!matches(&in_set, &null));
+        let is_null = [OwnedFilter::Eq("d".into(), String::new())];
+        assert!(matches(&is_null, &null));
+        assert!(!matches(&is_null, &d1));
+        assert!(matches(&[], &d1));
+    }
+}
