@@ -12,6 +12,7 @@ mod concurrency;
 mod damage;
 mod deletion_vectors;
 mod duplicate;
+mod features;
 mod log_history;
 mod probe;
 mod stale;
