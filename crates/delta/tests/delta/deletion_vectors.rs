@@ -497,3 +497,114 @@ async fn vacuum_keeps_the_deletion_vectors_a_version_inside_the_window_reads() {
         soft_rows
     );
 }
+
+#[tokio::test]
+async fn purge_rewrites_only_the_files_with_vectors_in_a_partitioned_table() {
+    let t = dv_table(true).await;
+    for (i, day) in [
+        (0, "2024-01-01"),
+        (1, "2024-01-01"),
+        (2, "2024-01-02"),
+        (3, "2024-01-03"),
+    ] {
+        t.append(&rows(i * 10..i * 10 + 10, day)).await;
+    }
+    let untouched: BTreeSet<String> = t
+        .active_paths()
+        .await
+        .into_iter()
+        .filter(|p| p.contains("2024-01-03") || p.contains("2024-01-01"))
+        .collect();
+    // vectors on one file of 2024-01-01 and on the file of 2024-01-02
+    delete_with_deletion_vectors(&t.uri, &[3, 21, 22].into())
+        .await
+        .expect("delete");
+    let before = both_readers(&t.uri).await;
+    assert_eq!(before.0.len(), 37);
+
+    let purged = purge(&t.uri).await.expect("purge");
+    assert_eq!(purged.files_removed, 2, "{purged:?}");
+    assert_eq!(
+        purged.partitions_touched,
+        vec!["event_date=2024-01-01", "event_date=2024-01-02"],
+        "{purged:?}"
+    );
+    assert_eq!(both_readers(&t.uri).await, before, "rows after purge");
+    let after = t.active_paths().await;
+    let kept: Vec<&String> = untouched.iter().filter(|p| after.contains(*p)).collect();
+    assert_eq!(
+        kept.len(),
+        2,
+        "the clean file of 2024-01-01 and the file of 2024-01-03 stay: {after:?}"
+    );
+    assert_eq!(probe(&t.uri).await.files_with_deletion_vectors, 0);
+}
+
+/// The stale-write hazard with deletion vectors, Databricks' default DELETE: a writer that read
+/// the table before a compaction marks a row deleted in a file the compaction had replaced.
+/// deltalake's own conflict check refuses that commit; a writer whose check misses it
+/// re-activates the old file (with its vector) next to the compacted copy, so every other row
+/// of that file would exist twice: the stale-write watch finds it and the repair restores
+/// exactly what the writer meant.
+#[tokio::test]
+async fn a_deletion_vector_delete_planned_before_a_compaction_is_found_and_repaired() {
+    use tablekeeper_delta::fixtures::{delete_with_deletion_vectors_planned_at, ConflictCheck};
+    let t = dv_table(false).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-01-01")).await;
+    }
+    let planned_at = t.version().await;
+    let compacted = optimize(
+        &t.uri,
+        Optimize::Compact(&compact_options()),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
+    assert!(!compacted.commits.is_empty(), "{compacted:?}");
+    let refused = delete_with_deletion_vectors_planned_at(
+        &t.uri,
+        &[5].into(),
+        Some(planned_at),
+        ConflictCheck::Deltalake,
+    )
+    .await
+    .expect_err("deltalake's conflict check refuses the stale delete");
+    assert!(
+        refused
+            .to_string()
+            .contains("a concurrent transactions added new data"),
+        "{refused}"
+    );
+    assert_eq!(t.rows().await.len(), 40);
+
+    let deleted = delete_with_deletion_vectors_planned_at(
+        &t.uri,
+        &[5].into(),
+        Some(planned_at),
+        ConflictCheck::None,
+    )
+    .await
+    .expect("the stale delete lands");
+    assert_eq!(deleted, 1);
+    // the hazard, reproduced: 39 rows meant; the compacted copy's 40 (the deleted row too)
+    // plus the old file's 9 live rows are visible
+    assert_eq!(t.rows().await.len(), 49);
+
+    let p = probe(&t.uri).await;
+    assert_eq!(p.pending_stale_writes().count(), 1, "{:?}", p.stale_writes);
+    let repaired = tablekeeper_delta::repair(
+        &t.uri,
+        &tablekeeper_delta::RepairOptions::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("repair");
+    assert_eq!(repaired.commits.len(), 1, "{repaired:?}");
+    let expected: Vec<i64> = (0..40).filter(|id| *id != 5).collect();
+    let ids: Vec<i64> = t.rows().await.iter().map(|r| r.0).collect();
+    assert_eq!(ids, expected, "deltalake: exactly the writer's rows");
+    let python = python_rows(&t.uri, None).expect("python");
+    assert_eq!(python.len(), 39, "python deltalake: {python:?}");
+    assert!(probe(&t.uri).await.pending_stale_writes().next().is_none());
+}
