@@ -16,7 +16,7 @@ use super::state::{last_success, staleness, TableState};
 use crate::planner::{self, Decision, Need, Probed};
 
 /// Overall health of a table, worst first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Health {
     Unreadable,
@@ -29,6 +29,17 @@ pub(crate) enum Health {
 }
 
 impl Health {
+    /// Every health, worst first.
+    pub const ALL: [Health; 7] = [
+        Health::Unreadable,
+        Health::Failing,
+        Health::Stale,
+        Health::Drifted,
+        Health::Paused,
+        Health::Unknown,
+        Health::Healthy,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Health::Unreadable => "unreadable",

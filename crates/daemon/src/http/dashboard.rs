@@ -1,173 +1,299 @@
-//! `GET /`: the server-rendered dashboard. One HTML page, no JavaScript: every table with
-//! its health, staleness per operation, drift, last failure, and the running and queued
-//! jobs. It refreshes itself every 30 seconds with a meta tag.
+//! `GET /` and `GET /tables/{name}`: the server-rendered dashboard. No JavaScript; every value
+//! goes through maud, which escapes by construction. The front page puts the worst tables
+//! first (unreadable, failing, stale past their schedule, drifted, ...), filters by owner and
+//! health, and pages, so it stays small with thousands of tables; each table has its own page
+//! with every operation's decision, the erasure state, stale writes and recent jobs. Pages
+//! refresh themselves every 30 seconds with a meta tag.
 
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::response::Html;
-use chrono::Utc;
-use tablekeeper_store::{JobFilter, JobState};
+use chrono::{DateTime, Utc};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use serde::Deserialize;
+use tablekeeper_inventory::Operation;
+use tablekeeper_store::{Job, JobFilter, JobState};
 
+use super::error::ApiError;
 use crate::fleet::{Health, TableView};
 use crate::runtime::Runtime;
 
-/// Jobs listed per state section of the page.
+/// Jobs listed per state section of the front page, and per table page.
 const JOBS_SHOWN: i64 = 50;
+/// Tables per front page.
+const PAGE_SIZE: usize = 50;
 
-pub async fn page(State(rt): State<Arc<Runtime>>) -> Html<String> {
-    let now = Utc::now();
-    let views = rt.fleet.views(now);
-    let mut running = Vec::new();
-    let mut queued = Vec::new();
-    let mut store_error = None;
-    for (state, out) in [
-        (JobState::Running, &mut running),
-        (JobState::Queued, &mut queued),
-    ] {
-        match rt
-            .store
-            .list_jobs(&JobFilter {
-                table: None,
-                state: Some(state),
-                limit: JOBS_SHOWN,
-            })
-            .await
-        {
-            Ok(jobs) => *out = jobs,
-            Err(e) => store_error = Some(e.to_string()),
-        }
-    }
-
-    let mut h = String::with_capacity(16 * 1024);
-    h.push_str(HEAD);
-    let _ = write!(
-        h,
-        "<header><h1>tablekeeper</h1><p>replica <code>{}</code> · {} tables · {} running · {} queued · {}</p></header>",
-        esc(&rt.config.replica_id),
-        views.len(),
-        running.len(),
-        queued.len(),
-        now.format("%Y-%m-%d %H:%M:%S UTC")
-    );
-    if let Some(e) = store_error {
-        let _ = write!(h, "<p class=bad>job store unreachable: {}</p>", esc(&e));
-    }
-
-    h.push_str("<h2>Tables</h2><table><thead><tr><th>table</th><th>owner</th><th>health</th>");
-    for op in tablekeeper_inventory::Operation::SCHEDULED {
-        let _ = write!(h, "<th>{op} staleness</th>");
-    }
-    h.push_str("<th>files / small</th><th>size</th><th>drift</th><th>last failure</th></tr></thead><tbody>");
-    for v in &views {
-        table_row(&mut h, v);
-    }
-    h.push_str("</tbody></table>");
-
-    for (title, jobs) in [("Running jobs", &running), ("Queued jobs", &queued)] {
-        let _ = write!(h, "<h2>{title}</h2>");
-        if jobs.is_empty() {
-            h.push_str("<p class=muted>none</p>");
-            continue;
-        }
-        h.push_str("<table><thead><tr><th>id</th><th>table</th><th>operation</th><th>trigger</th><th>attempt</th><th>worker</th><th>run at / started</th></tr></thead><tbody>");
-        for j in jobs.iter() {
-            let when = j.started_at.unwrap_or(j.run_at);
-            let _ = write!(
-                h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
-                j.id,
-                esc(&j.table_name),
-                j.operation.as_str(),
-                j.trigger.as_str(),
-                j.attempt,
-                j.max_attempts,
-                esc(j.worker_id.as_deref().unwrap_or("")),
-                when.format("%Y-%m-%d %H:%M:%S")
-            );
-        }
-        h.push_str("</tbody></table>");
-    }
-    h.push_str("<footer>JSON: <a href=\"/api/v1/tables\">/api/v1/tables</a> · <a href=\"/api/v1/jobs\">/api/v1/jobs</a> · <a href=\"/metrics\">/metrics</a></footer></body></html>");
-    Html(h)
+/// The front page's filters, from the query string.
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    owner: Option<String>,
+    health: Option<Health>,
+    page: Option<usize>,
 }
 
-fn table_row(h: &mut String, v: &TableView) {
-    let class = match v.health {
-        Health::Healthy => "ok",
-        Health::Paused | Health::Unknown => "muted",
-        Health::Drifted | Health::Stale => "warn",
-        Health::Failing | Health::Unreadable => "bad",
+pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>) -> Html<String> {
+    let now = Utc::now();
+    let mut views = rt.fleet.views(now);
+    let owners: BTreeSet<String> = views.iter().map(|v| v.owner.clone()).collect();
+    let mut by_health: BTreeMap<Health, usize> = BTreeMap::new();
+    for v in &views {
+        *by_health.entry(v.health).or_default() += 1;
+    }
+    let fleet_size = views.len();
+    views.retain(|v| {
+        query.owner.as_ref().is_none_or(|o| &v.owner == o)
+            && query.health.is_none_or(|h| v.health == h)
+    });
+    views.sort_by(|a, b| {
+        (a.health, std::cmp::Reverse(worst_staleness(a)), &a.name).cmp(&(
+            b.health,
+            std::cmp::Reverse(worst_staleness(b)),
+            &b.name,
+        ))
+    });
+    let pages = views.len().div_ceil(PAGE_SIZE).max(1);
+    let page = query.page.unwrap_or(1).clamp(1, pages);
+    let shown = views.iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE);
+    let (running, queued, store_error) = jobs(&rt, None).await;
+
+    let body = html! {
+        header {
+            h1 { "tablekeeper" }
+            p {
+                "replica " code { (rt.config.replica_id) } " · " (fleet_size) " tables · "
+                (running.len()) " running · " (queued.len()) " queued · " (stamp(now))
+            }
+        }
+        @if let Some(e) = &store_error { p.bad { "job store unreachable: " (e) } }
+        nav.health {
+            a href="/" { "all (" (fleet_size) ")" }
+            @for (health, count) in &by_health {
+                " · " a.(class(*health)) href=(link(query.owner.as_deref(), Some(*health), 1)) {
+                    (health.as_str()) " (" (count) ")"
+                }
+            }
+        }
+        form method="get" action="/" {
+            label { "owner " select name="owner" {
+                option value="" { "any" }
+                @for owner in &owners {
+                    option value=(owner) selected[query.owner.as_deref() == Some(owner)] { (owner) }
+                }
+            } }
+            " "
+            label { "health " select name="health" {
+                option value="" { "any" }
+                @for health in Health::ALL {
+                    option value=(health.as_str()) selected[query.health == Some(health)] { (health.as_str()) }
+                }
+            } }
+            " " button type="submit" { "filter" }
+        }
+        h2 { "Tables" }
+        p.pages {
+            "page " (page) " of " (pages) " · " (views.len()) " matching, worst first"
+            @if page > 1 { " · " a rel="prev" href=(link(query.owner.as_deref(), query.health, page - 1)) { "previous" } }
+            @if page < pages { " · " a rel="next" href=(link(query.owner.as_deref(), query.health, page + 1)) { "next" } }
+        }
+        table #tables {
+            thead { tr {
+                th { "table" } th { "owner" } th { "health" }
+                @for op in Operation::SCHEDULED { th { (op) " staleness" } }
+                th { "files / small" } th { "size" } th { "drift" } th { "note" }
+            } }
+            tbody { @for v in shown { (table_row(v)) } }
+        }
+        (job_table("Running jobs", &running))
+        (job_table("Queued jobs", &queued))
     };
-    let _ = write!(
-        h,
-        "<tr><td><a href=\"/api/v1/tables/{0}\">{0}</a> <small>(<a href=\"/api/v1/tables/{0}/history\">history</a>)</small><br><small>{1}</small></td><td>{2}</td><td class={3} title=\"{4}\">{5}</td>",
-        esc(&v.name),
-        esc(&v.path),
-        esc(&v.owner),
-        class,
-        esc(&v.health_reasons.join("; ")),
-        v.health.as_str()
-    );
-    for o in &v.operations {
-        if !o.enabled {
-            h.push_str("<td class=muted>disabled</td>");
-            continue;
+    Html(document("tablekeeper", body).into_string())
+}
+
+pub async fn table_page(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+) -> Result<Html<String>, ApiError> {
+    let now = Utc::now();
+    let v = rt
+        .fleet
+        .view(&name, now)
+        .ok_or_else(|| ApiError::NotFound(format!("no table `{name}` in the inventory")))?;
+    let (recent, _, store_error) = jobs(&rt, Some(&name)).await;
+    let body = html! {
+        header {
+            p { a href="/" { "← all tables" } }
+            h1 { (v.name) }
+            p { code { (v.path) } " · owner " (v.owner) " · concurrency key " code { (v.concurrency_key) } }
         }
-        let text = o
-            .staleness_seconds
-            .map(human_secs)
-            .unwrap_or_else(|| "unknown".into());
-        let cls = if o.consecutive_failures > 0 {
-            "bad"
-        } else if o.stale {
-            "warn"
-        } else {
-            ""
+        @if let Some(e) = &store_error { p.bad { "job store unreachable: " (e) } }
+        p {
+            "health " span.(class(v.health)) { (v.health.as_str()) }
+            @if v.paused { " (paused)" }
+        }
+        @if !v.health_reasons.is_empty() { ul.reasons { @for r in &v.health_reasons { li { (r) } } } }
+        @if let Some(e) = &v.probe_error { p.bad { "probe: " (e) } }
+        @if let Some(p) = &v.probe {
+            p {
+                "version " (p.version) " · " (p.files) " files (" (p.small_files) " small) · "
+                (bytesize::ByteSize::b(p.size_bytes).display().iec()) " · "
+                (p.commits_since_checkpoint) " commits since checkpoint · "
+                (p.commits_per_hour) " commits in the last hour"
+            }
+        }
+        h2 { "Operations" }
+        table #operations {
+            thead { tr {
+                th { "operation" } th { "schedule" } th { "next run" } th { "last success" }
+                th { "staleness" } th { "failures" } th { "decision now" }
+            } }
+            tbody { @for o in &v.operations {
+                tr.(if o.consecutive_failures > 0 { "bad" } else if o.stale { "warn" } else { "" }) {
+                    td { (o.operation) }
+                    @if o.enabled {
+                        td { code { (o.schedule) } }
+                        td { (opt_stamp(o.next_run)) }
+                        td { (opt_stamp(o.last_success)) }
+                        td { (o.staleness_seconds.map(human_secs).unwrap_or_else(|| "unknown".into())) }
+                        td {
+                            (o.consecutive_failures)
+                            @if let (Some(at), Some(msg)) = (o.last_failure_at, &o.last_failure) {
+                                br; small { (stamp(at)) ": " (msg) }
+                            }
+                        }
+                        td { (o.decision.label()) ": " (o.decision.reason()) }
+                    } @else {
+                        td.muted colspan="6" { "disabled" }
+                    }
+                }
+            } }
+        }
+        @if !v.drift.is_empty() {
+            h2 { "Drift" }
+            ul { @for d in &v.drift { li { (d.kind.as_str()) ": " (d.detail) } } }
+        }
+        @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
+            h2 { "Erasure" }
+            p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }
+        }
+        @if !v.stale_writes.is_empty() {
+            h2 { "Stale writes" }
+            ul { @for w in &v.stale_writes {
+                li {
+                    "version " (w.version) " (" (w.files) " file(s)"
+                    @if let Some(rows) = w.rows { ", " (rows) " rows" }
+                    "): "
+                    @match w.repaired_by { Some(r) => { "repaired by version " (r) }, None => { "waits for repair" } }
+                }
+            } }
+        }
+        (job_table("Recent jobs", &recent))
+    };
+    Ok(Html(
+        document(&format!("{} · tablekeeper", v.name), body).into_string(),
+    ))
+}
+
+/// The running and queued jobs (of one table, when given), or the store's error.
+async fn jobs(rt: &Runtime, table: Option<&str>) -> (Vec<Job>, Vec<Job>, Option<String>) {
+    let states: &[Option<JobState>] = match table {
+        // a table page lists its recent jobs of every state
+        Some(_) => &[None],
+        None => &[Some(JobState::Running), Some(JobState::Queued)],
+    };
+    let mut lists = Vec::new();
+    let mut error = None;
+    for state in states {
+        let filter = JobFilter {
+            table: table.map(str::to_owned),
+            state: *state,
+            limit: JOBS_SHOWN,
         };
-        let _ = write!(
-            h,
-            "<td class=\"{cls}\" title=\"next run {}; {}\">{}</td>",
-            o.next_run.map(|t| t.to_rfc3339()).unwrap_or_default(),
-            esc(o.decision.reason()),
-            esc(&text)
-        );
-    }
-    match &v.probe {
-        Some(p) => {
-            let _ = write!(
-                h,
-                "<td>{} / {}</td><td>{}</td>",
-                p.files,
-                p.small_files,
-                bytesize::ByteSize::b(p.size_bytes).display().iec()
-            );
+        match rt.store.list_jobs(&filter).await {
+            Ok(jobs) => lists.push(jobs),
+            Err(e) => {
+                error = Some(e.to_string());
+                lists.push(Vec::new());
+            }
         }
-        None => h.push_str("<td class=muted>–</td><td class=muted>–</td>"),
     }
-    let drift = v
-        .drift
+    let mut lists = lists.into_iter();
+    let first = lists.next().unwrap_or_default();
+    let second = lists.next().unwrap_or_default();
+    (first, second, error)
+}
+
+fn document(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content="30";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                (body)
+                footer {
+                    "JSON: " a href="/api/v1/tables" { "/api/v1/tables" } " · "
+                    a href="/api/v1/jobs" { "/api/v1/jobs" } " · " a href="/metrics" { "/metrics" }
+                }
+            }
+        }
+    }
+}
+
+fn table_row(v: &TableView) -> Markup {
+    let note = note(v);
+    html! {
+        tr {
+            td {
+                a href=(format!("/tables/{}", encode(&v.name))) { (v.name) }
+                br; small { (v.path) }
+            }
+            td { (v.owner) }
+            td.(class(v.health)) title=(v.health_reasons.join("; ")) {
+                (v.health.as_str())
+                @if let Some(reason) = v.health_reasons.first() { br; small { (reason) } }
+            }
+            @for o in &v.operations {
+                @if !o.enabled {
+                    td.muted { "disabled" }
+                } @else {
+                    td.(if o.consecutive_failures > 0 { "bad" } else if o.stale { "warn" } else { "" })
+                        title=(format!("next run {}; {}", opt_stamp(o.next_run), o.decision.reason())) {
+                        (o.staleness_seconds.map(human_secs).unwrap_or_else(|| "unknown".into()))
+                    }
+                }
+            }
+            @match &v.probe {
+                Some(p) => {
+                    td { (p.files) " / " (p.small_files) }
+                    td { (bytesize::ByteSize::b(p.size_bytes).display().iec()) }
+                },
+                None => { td.muted { "–" } td.muted { "–" } },
+            }
+            td.(if v.drift.is_empty() { "" } else { "warn" }) {
+                @for d in &v.drift { span title=(d.detail) { (d.kind.as_str()) } " " }
+            }
+            td { small {
+                (note)
+                @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
+                    br; (summary)
+                }
+            } }
+        }
+    }
+}
+
+/// The one thing to read first about a table: a stale write waiting for repair, else its
+/// newest failure, else its probe error.
+fn note(v: &TableView) -> String {
+    v.stale_writes
         .iter()
-        .map(|d| {
-            format!(
-                "<span title=\"{}\">{}</span>",
-                esc(&d.detail),
-                d.kind.as_str()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    let _ = write!(
-        h,
-        "<td class=\"{}\">{}</td>",
-        if drift.is_empty() { "" } else { "warn" },
-        drift
-    );
-    let stale = v
-        .stale_writes
-        .iter()
-        .filter(|w| w.repaired_by.is_none())
+        .find(|w| w.repaired_by.is_none())
         .map(|w| {
             format!(
                 "stale write at version {} ({} file(s){}) waits for repair",
@@ -176,24 +302,88 @@ fn table_row(h: &mut String, v: &TableView) {
                 w.rows.map(|r| format!(", {r} rows")).unwrap_or_default()
             )
         })
-        .next();
-    let failure = stale
         .or_else(|| {
             v.operations
                 .iter()
                 .filter_map(|o| Some((o.last_failure_at?, o.operation, o.last_failure.as_deref()?)))
                 .max_by_key(|(at, _, _)| *at)
-                .map(|(at, op, msg)| format!("{op} at {}: {}", at.format("%Y-%m-%d %H:%M"), msg))
+                .map(|(at, op, msg)| format!("{op} at {}: {msg}", at.format("%Y-%m-%d %H:%M")))
         })
         .or_else(|| v.probe_error.clone())
-        .unwrap_or_default();
-    let erasure = v
-        .erasure
-        .as_ref()
-        .and_then(|e| e.summary.as_deref())
-        .map(|s| format!("<br>{}", esc(s)))
-        .unwrap_or_default();
-    let _ = write!(h, "<td><small>{}{erasure}</small></td></tr>", esc(&failure));
+        .unwrap_or_default()
+}
+
+fn job_table(title: &str, jobs: &[Job]) -> Markup {
+    html! {
+        h2 { (title) }
+        @if jobs.is_empty() {
+            p.muted { "none" }
+        } @else {
+            table {
+                thead { tr {
+                    th { "id" } th { "table" } th { "operation" } th { "state" } th { "trigger" }
+                    th { "attempt" } th { "worker" } th { "run at / started" } th { "error" }
+                } }
+                tbody { @for j in jobs {
+                    tr {
+                        td { (j.id.0) }
+                        td { a href=(format!("/tables/{}", encode(&j.table_name))) { (j.table_name) } }
+                        td { (j.operation) } td { (j.state.as_str()) } td { (j.trigger.as_str()) }
+                        td { (j.attempt) "/" (j.max_attempts) }
+                        td { (j.worker_id.as_deref().unwrap_or("")) }
+                        td { (stamp(j.started_at.unwrap_or(j.run_at))) }
+                        td { small { (j.error.as_deref().unwrap_or("")) } }
+                    }
+                } }
+            }
+        }
+    }
+}
+
+/// The largest staleness among operations due and not done (0 when none is stale).
+fn worst_staleness(v: &TableView) -> i64 {
+    v.operations
+        .iter()
+        .filter(|o| o.stale)
+        .filter_map(|o| o.staleness_seconds)
+        .max()
+        .unwrap_or(0)
+}
+
+fn class(health: Health) -> &'static str {
+    match health {
+        Health::Healthy => "ok",
+        Health::Paused | Health::Unknown => "muted",
+        Health::Drifted | Health::Stale => "warn",
+        Health::Failing | Health::Unreadable => "bad",
+    }
+}
+
+/// The front page's URL for these filters.
+fn link(owner: Option<&str>, health: Option<Health>, page: usize) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    if let Some(owner) = owner {
+        query.append_pair("owner", owner);
+    }
+    if let Some(health) = health {
+        query.append_pair("health", health.as_str());
+    }
+    if page > 1 {
+        query.append_pair("page", &page.to_string());
+    }
+    format!("/?{}", query.finish())
+}
+
+fn encode(segment: &str) -> String {
+    url::form_urlencoded::byte_serialize(segment.as_bytes()).collect()
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+fn opt_stamp(t: Option<DateTime<Utc>>) -> String {
+    t.map(stamp).unwrap_or_else(|| "–".into())
 }
 
 fn human_secs(s: i64) -> String {
@@ -206,41 +396,31 @@ fn human_secs(s: i64) -> String {
     }
 }
 
-/// Escapes text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-const HEAD: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="30"><title>tablekeeper</title>
-<style>
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#222}
-table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}
-th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f5f5f5}.ok{color:#17692b}.warn{background:#fff6d6}.bad{background:#fde2e1;color:#8a1111}
-.muted{color:#888}small{color:#666}code{background:#f2f2f2;padding:0 .2rem}
-</style></head><body>"#;
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#222}\
+table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}\
+th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}\
+th{background:#f5f5f5}.ok{color:#17692b}.warn{background:#fff6d6}.bad{background:#fde2e1;color:#8a1111}\
+.muted{color:#888}small{color:#666}code{background:#f2f2f2;padding:0 .2rem}\
+nav,form,.pages{margin:.5rem 0}";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn escapes_markup() {
+    fn markup_is_escaped_by_construction() {
+        let hostile = "<script>alert('x')</script>&\"";
+        let out = html! { td title=(hostile) { (hostile) } }.into_string();
+        assert!(!out.contains("<script>"), "{out}");
+        assert!(out.contains("&lt;script&gt;"), "{out}");
+    }
+
+    #[test]
+    fn links_keep_the_filters_and_encode_them() {
+        assert_eq!(link(None, None, 1), "/?");
         assert_eq!(
-            esc("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+            link(Some("data & ml"), Some(Health::Failing), 3),
+            "/?owner=data+%26+ml&health=failing&page=3"
         );
     }
 

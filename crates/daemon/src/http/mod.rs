@@ -32,6 +32,7 @@ const READY_PING_TIMEOUT: Duration = Duration::from_secs(2);
 pub fn router(rt: Arc<Runtime>) -> Router {
     Router::new()
         .route("/", get(dashboard::page))
+        .route("/tables/{name}", get(dashboard::table_page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
