@@ -14,6 +14,7 @@
 //! - RSS at ready and after settling (after the first probe round and a pause), peak RSS,
 //!   and CPU used while idle;
 //! - `/metrics` scrape time (median of 5) and size;
+//! - the dashboard's front page and one table's page: time (median of 5) and size;
 //! - enqueueing one job per table through the store API (`connect` + `enqueue`) on a
 //!   fresh Postgres database and on a fresh SQLite file;
 //! - in this process, after the replicas: the RSS one `Prober` holding every table adds.
@@ -190,13 +191,15 @@ async fn measure_size(
     let enqueue_sqlite = enqueue_all(&sqlite_url, n).await?;
 
     eprintln!(
-        "fleet {n:>5}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
+        "fleet {n:>5}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | / {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
         replica["ready_seconds"].as_f64().unwrap_or(0.0),
         replica["started_log_seconds"].as_f64().unwrap_or(0.0),
         replica["first_probe_round_seconds"].as_f64().unwrap_or(0.0),
         replica["rss_settled_mb"].as_f64().unwrap_or(0.0),
         replica["metrics_scrape_seconds"].as_f64().unwrap_or(0.0),
         replica["metrics_bytes"].as_u64().unwrap_or(0) / 1024,
+        replica["dashboard_seconds"].as_f64().unwrap_or(0.0),
+        replica["dashboard_bytes"].as_u64().unwrap_or(0) / 1024,
         enqueue_pg["seconds"].as_f64().unwrap_or(0.0),
         enqueue_sqlite["seconds"].as_f64().unwrap_or(0.0),
     );
@@ -359,6 +362,31 @@ async fn run_replica(
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .count();
     }
+    // the dashboard's front page (worst first, one page) and one table's page
+    let mut page_secs = Vec::new();
+    let mut table_page_secs = Vec::new();
+    let mut page_bytes = 0;
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        let body = client
+            .get(format!("{base}/"))
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        page_secs.push(secs(t));
+        page_bytes = body.len();
+        let t = Instant::now();
+        client
+            .get(format!("{base}/tables/fleet.t{:05}", n / 2))
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        table_page_secs.push(secs(t));
+    }
     let rss_peak_kb = proc_status_kb(&pid_str, "VmHWM").unwrap_or(0);
 
     // stop with SIGTERM, as Kubernetes would
@@ -386,6 +414,9 @@ async fn run_replica(
         "metrics_scrape_seconds": median(&scrape_secs),
         "metrics_bytes": metrics_bytes,
         "metrics_series": series,
+        "dashboard_seconds": median(&page_secs),
+        "dashboard_bytes": page_bytes,
+        "table_page_seconds": median(&table_page_secs),
         "sigterm_to_exit_seconds": stop_secs,
         "log": log_path,
     }))
