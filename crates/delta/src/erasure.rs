@@ -61,6 +61,14 @@ impl ErasureLedger {
             // files removed longer than the retention before this VACUUM started are gone
             let horizon = ts.saturating_sub(retention_ms);
             self.removed.retain(|(_, removed_at)| *removed_at > horizon);
+            // forget the versions of deletions nothing holds any more
+            let held: std::collections::HashSet<i64> = self
+                .removed
+                .iter()
+                .map(|(since, _)| *since)
+                .chain(self.vectors.values().map(|(_, since)| *since))
+                .collect();
+            self.versions.retain(|ts, _| held.contains(ts));
         }
         let re_added: std::collections::HashSet<&str> =
             commit.adds.iter().map(|a| a.path.as_str()).collect();
