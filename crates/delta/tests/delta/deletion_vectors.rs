@@ -38,6 +38,16 @@ fn compact_options() -> CompactOptions {
     }
 }
 
+fn zorder_options(column: &str) -> ZorderOptions {
+    ZorderOptions {
+        columns: vec![column.to_owned()],
+        target_file_size: TARGET,
+        since_version: None,
+        dry_run: false,
+        max_conflict_retries: 0,
+    }
+}
+
 fn purge_options() -> PurgeOptions {
     PurgeOptions {
         target_file_size: TARGET,
@@ -173,13 +183,7 @@ async fn compaction_and_zorder_apply_deletion_vectors_and_keep_every_live_row() 
 
     let zordered = optimize(
         &t.uri,
-        Optimize::ZOrder(&ZorderOptions {
-            columns: vec!["event_type".into()],
-            target_file_size: TARGET,
-            since_version: None,
-            dry_run: false,
-            max_conflict_retries: 0,
-        }),
+        Optimize::ZOrder(&zorder_options("event_type")),
         &CancellationToken::new(),
     )
     .await
@@ -401,19 +405,9 @@ async fn databricks_deletion_vector_tables_are_maintained_and_erased() {
             before,
             "{name}: rows after compaction"
         );
-        optimize(
-            &uri,
-            Optimize::ZOrder(&ZorderOptions {
-                columns: vec![column.into()],
-                target_file_size: TARGET,
-                since_version: None,
-                dry_run: false,
-                max_conflict_retries: 0,
-            }),
-            &cancel,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{name}: z-order: {e}"));
+        optimize(&uri, Optimize::ZOrder(&zorder_options(column)), &cancel)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: z-order: {e}"));
         assert_eq!(
             both_readers(&uri).await,
             before,
