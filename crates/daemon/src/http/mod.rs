@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
@@ -45,12 +45,25 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/v1/jobs", get(api::list_jobs))
         .fallback(not_found)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(close_after_refused_body))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,
         ))
         .layer(TraceLayer::new_for_http())
         .with_state(rt)
+}
+
+/// A body over the limit is refused (413) before it is read, and the server then closes
+/// the connection. Say so in the response: without `Connection: close` a client puts the
+/// connection back in its pool and its next request fails on the closed socket.
+async fn close_after_refused_body(mut response: Response) -> Response {
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 async fn metrics(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
