@@ -120,6 +120,7 @@ pub fn daemon_env(
         ("TABLEKEEPER_SHUTDOWN_GRACE", "20s".to_string()),
         ("TABLEKEEPER_POLL_INTERVAL", "200ms".to_string()),
         ("TABLEKEEPER_PROBE_INTERVAL", "1s".to_string()),
+        ("TABLEKEEPER_MAX_PROBE_INTERVAL", "4s".to_string()),
         ("TABLEKEEPER_ADMIN_TOKEN", TOKEN.to_string()),
     ]
 }

@@ -76,6 +76,7 @@ async fn start(dir: &Path, name: &str, database_url: &str, inventory: &Path) -> 
             ("TABLEKEEPER_DATABASE_URL", database_url.to_owned()),
             ("TABLEKEEPER_INVENTORY", inventory.display().to_string()),
             ("TABLEKEEPER_PROBE_INTERVAL", "1s".into()),
+            ("TABLEKEEPER_MAX_PROBE_INTERVAL", "4s".into()),
             ("TABLEKEEPER_POLL_INTERVAL", "200ms".into()),
             ("TABLEKEEPER_ADMIN_TOKEN", TOKEN.into()),
         ],

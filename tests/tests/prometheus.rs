@@ -159,6 +159,7 @@ fn start_replica(name: &str, dir: &Path, db: &str, listen: Option<&str>) -> Daem
                     dir.join("inventory.yaml").display().to_string(),
                 ),
                 ("TABLEKEEPER_PROBE_INTERVAL", "1s".into()),
+                ("TABLEKEEPER_MAX_PROBE_INTERVAL", "4s".into()),
                 ("TABLEKEEPER_POLL_INTERVAL", "100ms".into()),
                 ("TABLEKEEPER_ADMIN_TOKEN", TOKEN.into()),
             ],

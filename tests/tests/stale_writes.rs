@@ -131,6 +131,7 @@ async fn the_daemon_finds_and_repairs_a_python_overwrite_from_a_stale_snapshot()
             ("TABLEKEEPER_DATABASE_URL", db.url.clone()),
             ("TABLEKEEPER_INVENTORY", inventory.display().to_string()),
             ("TABLEKEEPER_PROBE_INTERVAL", "1s".into()),
+            ("TABLEKEEPER_MAX_PROBE_INTERVAL", "4s".into()),
             ("TABLEKEEPER_POLL_INTERVAL", "200ms".into()),
             ("TABLEKEEPER_ADMIN_TOKEN", TOKEN.into()),
         ],

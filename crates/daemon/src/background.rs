@@ -50,19 +50,15 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
     }
 }
 
-/// Refreshes every table's probe and the fleet gauges every `probe_interval`, and
-/// staleness every few seconds (it grows with time, not with probes).
+/// Probes the tables that are due (every `probe_interval` while their log moves, less and
+/// less often up to `max_probe_interval` while it does not: `fleet::cadence`), and refreshes
+/// the fleet gauges every few seconds (staleness grows with time, not with probes).
 pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
-    let probe_every = rt.config.probe_interval;
     // Staleness and job counts are cheap; refresh them often enough that a scrape every
     // 15 s (Prometheus's common interval) sees current values.
-    let gauges_every = Duration::from_secs(5).min(probe_every);
-    let mut last_probe: Option<tokio::time::Instant> = None;
+    let gauges_every = Duration::from_secs(5).min(rt.config.probe_interval);
     loop {
-        if last_probe.is_none_or(|t| t.elapsed() >= probe_every) {
-            probe_all(&rt).await;
-            last_probe = Some(tokio::time::Instant::now());
-        }
+        probe_due(&rt).await;
         refresh_store_gauges(&rt).await;
         crate::publish::all(&rt.metrics, &rt.fleet, Utc::now());
         tokio::select! {
@@ -77,11 +73,11 @@ pub async fn refresher(rt: Arc<Runtime>, stop: CancellationToken) {
 /// a small bound keeps a fleet of thousands from opening thousands of connections at once.
 const PROBE_CONCURRENCY: usize = 8;
 
-/// Probes every table, [`PROBE_CONCURRENCY`] at a time, and records what the probes read
-/// ([`crate::recorder`]).
-pub async fn probe_all(rt: &Runtime) {
-    let inventory = rt.fleet.inventory();
-    futures::stream::iter(&inventory.tables)
+/// Probes every table whose probe is due, [`PROBE_CONCURRENCY`] at a time, and records what
+/// the probes read ([`crate::recorder`]).
+pub async fn probe_due(rt: &Runtime) {
+    let due = rt.fleet.due_for_probe();
+    futures::stream::iter(&due)
         .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
             // a round in progress at shutdown finishes the probes it started, no more
             if !rt.stopping() {

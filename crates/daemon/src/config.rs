@@ -54,6 +54,8 @@ struct RawConfig {
     shutdown_grace: Option<String>,
     poll_interval: Option<String>,
     probe_interval: Option<String>,
+    max_probe_interval: Option<String>,
+    loaded_snapshots: Option<usize>,
     store_timeout: Option<String>,
     storage_options: Option<BTreeMap<String, String>>,
 }
@@ -71,6 +73,12 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     pub poll_interval: Duration,
     pub probe_interval: Duration,
+    /// The longest a table whose log does not move waits between probes (it waits twice
+    /// as long after each unchanged probe, from `probe_interval` up to this).
+    pub max_probe_interval: Duration,
+    /// Tables kept loaded between probes (the rest are reopened at each probe): bounds the
+    /// memory a large fleet takes.
+    pub loaded_snapshots: usize,
     /// Longest a job store call may take before it fails (and is retried): bounds how long
     /// a silently dead connection can hold a worker.
     pub store_timeout: Duration,
@@ -273,6 +281,23 @@ impl DaemonConfig {
             None => DEFAULT_WORKERS,
         };
 
+        let loaded_snapshots = match pick(
+            "loaded_snapshots",
+            raw.loaded_snapshots.map(|n| n.to_string()),
+        ) {
+            Some((v, origin)) => match v.parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    return Err(ConfigError::Value {
+                        key: "loaded_snapshots",
+                        origin,
+                        message: format!("`{v}` must be a whole number of at least 1"),
+                    })
+                }
+            },
+            None => tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
+        };
+
         let replica_id = pick("replica_id", raw.replica_id)
             .map(|(v, _)| v)
             .unwrap_or_else(default_replica_id);
@@ -307,6 +332,29 @@ impl DaemonConfig {
         let poll_interval = duration("poll_interval", raw.poll_interval, DEFAULT_POLL_INTERVAL)?;
         let probe_interval =
             duration("probe_interval", raw.probe_interval, DEFAULT_PROBE_INTERVAL)?;
+        let max_probe_interval = match pick("max_probe_interval", raw.max_probe_interval) {
+            Some((v, origin)) => {
+                let max = parse_duration(&v).map_err(|message| ConfigError::Value {
+                    key: "max_probe_interval",
+                    origin: origin.clone(),
+                    message,
+                })?;
+                if max < probe_interval {
+                    return Err(ConfigError::Value {
+                        key: "max_probe_interval",
+                        origin,
+                        message: format!(
+                            "{} is shorter than probe_interval ({}): set it to at least that",
+                            humantime::format_duration(max),
+                            humantime::format_duration(probe_interval)
+                        ),
+                    });
+                }
+                max
+            }
+            // the default never asks for faster probes than probe_interval
+            None => crate::fleet::DEFAULT_MAX_PROBE_INTERVAL.max(probe_interval),
+        };
         let store_timeout = duration(
             "store_timeout",
             raw.store_timeout,
@@ -350,6 +398,8 @@ impl DaemonConfig {
             shutdown_grace,
             poll_interval,
             probe_interval,
+            max_probe_interval,
+            loaded_snapshots,
             store_timeout,
         })
     }

@@ -39,10 +39,17 @@ pub(crate) struct TableFigures {
     pub version: i64,
     pub commits_since_checkpoint: u64,
     pub commits_per_hour: u64,
+    /// Exported for tables where erasure is a question (see `publish::erasure_figures`).
+    pub erasure: Option<ErasureFigures>,
+}
+
+/// What storage still holds of deleted rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ErasureFigures {
     /// Rows deletion vectors mark deleted inside active files.
     pub deleted_rows: u64,
     /// Age of the oldest deletion whose rows storage still holds; zero when none.
-    pub erasure_pending: Duration,
+    pub pending: Duration,
 }
 
 /// The state of one scheduled operation on a table, as the gauges show it.
@@ -333,25 +340,23 @@ impl Metrics {
 
     // ------------------------------------------------------------ table lifecycle
 
-    /// A table is in the inventory: its series start at their initial values so
-    /// `increase()` in alert rules sees the first event, and series of operations the
-    /// inventory disabled are dropped so a disabled operation never looks stale.
+    /// A table is in the inventory. Only the series every table needs from the start are
+    /// created here: `table_info` (the join target of every rule), `stale_writes_total` at
+    /// 0 for tables tablekeeper rewrites (its alert must see the first stale write as an
+    /// increase), and the declared erasure deadline. Series of operations the inventory
+    /// disabled are dropped so a disabled operation never looks stale. Everything else
+    /// appears with its first figure or event (README "Metrics": which series exist when).
     pub(crate) fn table_added(&self, spec: &TableSpec) {
         let name = spec.name.as_str();
         self.table_info
             .with_label_values(&[name, spec.owner.as_str()])
             .set(1);
-        for kind in ProbeFailureKind::ALL {
-            self.table_probe_failures_total
-                .with_label_values(&[name, kind.as_str()])
-                .inc_by(0);
+        if Operation::SCHEDULED
+            .into_iter()
+            .any(|op| op.rewrites() && spec.operation_enabled(op))
+        {
+            self.stale_writes_total.with_label_values(&[name]).inc_by(0);
         }
-        self.bytes_rewritten_total
-            .with_label_values(&[name])
-            .inc_by(0);
-        self.bytes_reclaimed_total
-            .with_label_values(&[name])
-            .inc_by(0);
         match spec.retention.erasure_deadline {
             Some(deadline) => self
                 .erasure_deadline_seconds
@@ -362,23 +367,27 @@ impl Metrics {
             }
         }
         for op in Operation::SCHEDULED {
-            let labels = [name, op.as_str()];
-            if spec.operation_enabled(op) {
-                self.commit_conflicts_total
-                    .with_label_values(&labels)
-                    .inc_by(0);
-                self.concurrency_key_waits_total
-                    .with_label_values(&labels)
-                    .inc_by(0);
-                self.consecutive_failures.with_label_values(&labels).add(0);
-            } else {
-                let _ = self.staleness_seconds.remove_label_values(&labels);
-                let _ = self
-                    .last_success_timestamp_seconds
-                    .remove_label_values(&labels);
-                let _ = self.consecutive_failures.remove_label_values(&labels);
+            if !spec.operation_enabled(op) {
+                self.hide_operation(name, op);
+                for counter in [
+                    &self.commit_conflicts_total,
+                    &self.concurrency_key_waits_total,
+                ] {
+                    let _ = counter.remove_label_values(&[name, op.as_str()]);
+                }
             }
         }
+    }
+
+    /// Drops the gauges of an operation that does not apply to a table (disabled, or purge
+    /// of a table without deletion vectors), so it never looks stale or failing.
+    pub(crate) fn hide_operation(&self, table: &str, op: Operation) {
+        let labels = [table, op.as_str()];
+        let _ = self.staleness_seconds.remove_label_values(&labels);
+        let _ = self
+            .last_success_timestamp_seconds
+            .remove_label_values(&labels);
+        let _ = self.consecutive_failures.remove_label_values(&labels);
     }
 
     /// The table's owner changed: the old `table_info` series goes.
@@ -466,7 +475,6 @@ impl Metrics {
                 &self.table_commits_since_checkpoint,
                 figures.commits_since_checkpoint,
             ),
-            (&self.table_deleted_rows, figures.deleted_rows),
         ];
         for (gauge, value) in gauges {
             gauge
@@ -479,17 +487,33 @@ impl Metrics {
         self.table_commits_per_hour
             .with_label_values(&t)
             .set(figures.commits_per_hour as f64);
-        self.erasure_pending_seconds
-            .with_label_values(&t)
-            .set(figures.erasure_pending.as_secs_f64());
+        match figures.erasure {
+            Some(erasure) => {
+                self.table_deleted_rows
+                    .with_label_values(&t)
+                    .set(i64::try_from(erasure.deleted_rows).unwrap_or(i64::MAX));
+                self.erasure_pending_seconds
+                    .with_label_values(&t)
+                    .set(erasure.pending.as_secs_f64());
+            }
+            None => {
+                let _ = self.table_deleted_rows.remove_label_values(&t);
+                let _ = self.erasure_pending_seconds.remove_label_values(&t);
+            }
+        }
     }
 
     /// 1 for each kind in `drifted`, 0 for the others.
+    /// Drift series exist only for the kinds that drifted (value 1): a fleet in line with
+    /// its inventory exports none.
     pub(crate) fn set_drift(&self, table: &str, drifted: &[DriftKind]) {
         for kind in DriftKind::ALL {
-            self.drift
-                .with_label_values(&[table, kind.as_str()])
-                .set(i64::from(drifted.contains(&kind)));
+            let labels = [table, kind.as_str()];
+            if drifted.contains(&kind) {
+                self.drift.with_label_values(&labels).set(1);
+            } else {
+                let _ = self.drift.remove_label_values(&labels);
+            }
         }
     }
 
@@ -505,9 +529,14 @@ impl Metrics {
                 .with_label_values(&labels)
                 .set(stale.num_seconds() as f64);
         }
-        self.consecutive_failures
-            .with_label_values(&labels)
-            .set(figures.consecutive_failures);
+        // a failure streak exists while there is one; the rule fires on >= 3
+        if figures.consecutive_failures > 0 {
+            self.consecutive_failures
+                .with_label_values(&labels)
+                .set(figures.consecutive_failures);
+        } else {
+            let _ = self.consecutive_failures.remove_label_values(&labels);
+        }
     }
 
     pub(crate) fn count_probe_failure(&self, table: &str, kind: ProbeFailureKind) {
@@ -634,7 +663,13 @@ mod tests {
                 m.count_attempt(table, op, outcome);
             }
         }
-        m.set_table_figures(table, TableFigures::default());
+        m.set_table_figures(
+            table,
+            TableFigures {
+                erasure: Some(ErasureFigures::default()),
+                ..TableFigures::default()
+            },
+        );
         m.set_drift(table, &DriftKind::ALL);
         m.count_bytes_rewritten(table, 1);
         m.count_bytes_reclaimed(table, 1);
@@ -674,7 +709,13 @@ mod tests {
     fn every_contract_metric_is_registered_with_its_name() {
         let m = Metrics::new().unwrap();
         m.table_added(&spec("t"));
-        m.set_table_figures("t", TableFigures::default());
+        m.set_table_figures(
+            "t",
+            TableFigures {
+                erasure: Some(ErasureFigures::default()),
+                ..TableFigures::default()
+            },
+        );
         let text = m.render().unwrap();
         for name in [
             "tablekeeper_table_info",
@@ -692,6 +733,54 @@ mod tests {
                 "{name} missing from:\n{text}"
             );
         }
+    }
+
+    fn series_of(m: &Metrics, table: &str) -> Vec<String> {
+        let label = format!("table=\"{table}\"");
+        m.render()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&label))
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .map_or(l, |(series, _)| series)
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn flags_and_streaks_exist_only_while_they_are_raised() {
+        let m = Metrics::new().unwrap();
+        m.table_added(&spec("t"));
+        m.set_drift("t", &[DriftKind::Retention]);
+        let failing = OperationFigures {
+            last_success: None,
+            staleness: Some(chrono::Duration::seconds(5)),
+            consecutive_failures: 3,
+        };
+        m.set_operation("t", Operation::Compact, failing);
+        let raised = series_of(&m, "t");
+        assert!(raised.contains(&r#"tablekeeper_drift{kind="retention",table="t"}"#.to_owned()));
+        assert!(raised.contains(
+            &r#"tablekeeper_consecutive_failures{operation="compact",table="t"}"#.to_owned()
+        ));
+        m.set_drift("t", &[]);
+        m.set_operation(
+            "t",
+            Operation::Compact,
+            OperationFigures {
+                consecutive_failures: 0,
+                ..failing
+            },
+        );
+        let cleared = series_of(&m, "t");
+        assert!(
+            !cleared
+                .iter()
+                .any(|s| s.contains("drift") || s.contains("consecutive_failures")),
+            "{cleared:#?}"
+        );
     }
 
     #[test]

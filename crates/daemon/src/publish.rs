@@ -10,7 +10,7 @@ use tablekeeper_delta::Probe;
 use tablekeeper_inventory::{Operation, TableSpec};
 
 use crate::fleet::{self, Fleet, InventoryChange};
-use crate::metrics::{Metrics, OperationFigures, TableFigures};
+use crate::metrics::{ErasureFigures, Metrics, OperationFigures, TableFigures};
 
 /// Series for a new inventory: removed tables lose all of theirs, every table gets its
 /// starting values (operations the inventory disabled lose theirs).
@@ -30,29 +30,34 @@ pub(crate) fn inventory(metrics: &Metrics, fleet: &Fleet, change: &InventoryChan
 
 /// Staleness, last success, failure streaks, size and drift gauges of one table.
 pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: DateTime<Utc>) {
-    let Some(state) = fleet.with_state(&spec.name, Clone::clone) else {
-        return;
-    };
-    let name = spec.name.as_str();
-    if let Some(probe) = &state.probe {
-        metrics.set_table_figures(name, figures(probe, now));
-        let drifted: Vec<_> = fleet::drift(spec, probe).iter().map(|d| d.kind).collect();
-        metrics.set_drift(name, &drifted);
-    }
-    for op in Operation::SCHEDULED {
-        if !spec.operation_enabled(op) {
-            continue;
+    // under the fleet's read lock, nothing cloned: this runs for every table every few
+    // seconds
+    fleet.with_state(&spec.name, |state| {
+        let name = spec.name.as_str();
+        if let Some(probe) = &state.probe {
+            metrics.set_table_figures(name, figures(spec, probe, now));
+            let drifted: Vec<_> = fleet::drift(spec, probe).iter().map(|d| d.kind).collect();
+            metrics.set_drift(name, &drifted);
         }
-        metrics.set_operation(
-            name,
-            op,
-            OperationFigures {
-                last_success: fleet::last_success(&state, op),
-                staleness: fleet::staleness(&state, op, now),
-                consecutive_failures: state.consecutive_failures.get(&op).copied().unwrap_or(0),
-            },
-        );
-    }
+        for op in Operation::SCHEDULED {
+            if !spec.operation_enabled(op) {
+                continue;
+            }
+            if !applies(op, state.probe.as_ref()) {
+                metrics.hide_operation(name, op);
+                continue;
+            }
+            metrics.set_operation(
+                name,
+                op,
+                OperationFigures {
+                    last_success: fleet::last_success(state, op),
+                    staleness: fleet::staleness(state, op, now),
+                    consecutive_failures: state.consecutive_failures.get(&op).copied().unwrap_or(0),
+                },
+            );
+        }
+    });
 }
 
 /// Every table's gauges (staleness grows with time, not with probes).
@@ -62,10 +67,35 @@ pub(crate) fn all(metrics: &Metrics, fleet: &Fleet, now: DateTime<Utc>) {
     }
 }
 
-fn figures(probe: &Probe, now: DateTime<Utc>) -> TableFigures {
-    TableFigures {
+/// Whether an enabled operation has series: purge only on tables that use deletion vectors
+/// (on others it never has work, and a staleness since creation would only be noise).
+fn applies(op: Operation, probe: Option<&Probe>) -> bool {
+    match op {
+        Operation::Purge => probe.is_some_and(uses_deletion_vectors),
+        _ => true,
+    }
+}
+
+fn uses_deletion_vectors(probe: &Probe) -> bool {
+    probe.deletion_vectors_enabled || probe.files_with_deletion_vectors > 0
+}
+
+/// The erasure gauges exist where erasure is a question: the table declares a deadline,
+/// uses deletion vectors, or storage still holds deleted rows.
+fn erasure_figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Option<ErasureFigures> {
+    let figures = ErasureFigures {
         deleted_rows: probe.deleted_rows,
-        erasure_pending: fleet::erasure_pending(probe, now),
+        pending: fleet::erasure_pending(probe, now),
+    };
+    let asked = spec.retention.erasure_deadline.is_some()
+        || uses_deletion_vectors(probe)
+        || figures != ErasureFigures::default();
+    asked.then_some(figures)
+}
+
+fn figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> TableFigures {
+    TableFigures {
+        erasure: erasure_figures(spec, probe, now),
         files: probe.files,
         size_bytes: probe.size_bytes,
         small_files: probe.small_files,

@@ -135,6 +135,9 @@ async fn run_claimed(
 /// known.
 async fn after_attempt(rt: &Runtime, spec: &TableSpec, outcome: AttemptOutcome) {
     crate::background::refresh_failure_streaks(rt).await;
+    if outcome == AttemptOutcome::Succeeded {
+        rt.fleet.expire_cached_reads(spec).await;
+    }
     let probed =
         outcome == AttemptOutcome::Succeeded && crate::recorder::probe(rt, spec).await.is_ok();
     if !probed {

@@ -63,7 +63,8 @@ pub use maintainable::{check_maintainable, TableProtocol};
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
 pub use optimize::{optimize, Optimize};
 pub use probe::{
-    HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_PRESENCE_EVERY,
+    HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
+    DEFAULT_PRESENCE_EVERY,
 };
 pub use purge::PurgeOptions;
 pub use repair::{repair, PlannedFile, RepairOptions, RepairPlan};

@@ -1,8 +1,11 @@
 //! Probing a table's health from its log alone.
 //!
-//! Owns [`Prober`], which keeps every probed table loaded so a re-probe only applies the new
+//! Owns [`Prober`], which keeps probed tables loaded so a re-probe only applies the new
 //! commits (deltalake's incremental snapshot update) and reads only the new commit files for
-//! history. A probe never opens a data file.
+//! history. A probe never opens a data file. Loaded snapshots are capped
+//! ([`Prober::with_loaded_snapshots`]): past the cap, the tables with the fewest active files
+//! (the cheapest to load again) are unloaded and reopened at their next probe; what the
+//! history told us so far is kept for every table, so their history reads stay incremental.
 //!
 //! History (`created_at`, `last_*_at`, `commits_per_hour`) comes from the JSON commits still on
 //! disk: log cleanup (`delta.logRetentionDuration`, 30 days by default) erases older ones, so
@@ -22,7 +25,7 @@ use chrono::{DateTime, Utc};
 use deltalake::DeltaTable;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{commits_since, last_checkpoint};
+use crate::checkpoint::{commits_since, last_checkpoint, LastCheckpoint};
 use crate::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
 use crate::erasure::ErasureLedger;
 use crate::error::DeltaError;
@@ -289,19 +292,36 @@ impl History {
     }
 }
 
-/// A loaded table and what its history told us so far.
+/// A table, loaded or not, and what its history told us so far.
 #[derive(Debug)]
 struct Tracked {
-    table: DeltaTable,
+    /// `None` once unloaded to stay under the cap; reopened at the next probe.
+    table: Option<DeltaTable>,
     history: History,
     /// When the last damage check found every file present.
     presence_ok_at: Option<Instant>,
+    /// `_last_checkpoint` as read at a version: re-read only when the version moves, so an
+    /// idle table's probe is the one LIST of its log that finds nothing new.
+    checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
 }
 
-/// Probes tables from their logs, keeping each table loaded between probes.
-#[derive(Debug, Default)]
+/// How many tables a [`Prober`] keeps loaded by default.
+pub const DEFAULT_LOADED_SNAPSHOTS: usize = 500;
+
+/// Probes tables from their logs, keeping up to a cap of them loaded between probes.
+#[derive(Debug)]
 pub struct Prober {
     tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Tracked>>>>>,
+    /// The tables whose snapshot is loaded, with their active file count (the cost of
+    /// loading them again).
+    loaded: Mutex<HashMap<String, u64>>,
+    max_loaded: usize,
+}
+
+impl Default for Prober {
+    fn default() -> Self {
+        Prober::with_loaded_snapshots(DEFAULT_LOADED_SNAPSHOTS)
+    }
 }
 
 fn millis_to_time(ms: i64) -> Option<DateTime<Utc>> {
@@ -313,15 +333,76 @@ fn to_i64(v: u64) -> i64 {
 }
 
 impl Prober {
-    /// A prober holding no tables yet.
+    /// A prober holding no tables yet, keeping up to [`DEFAULT_LOADED_SNAPSHOTS`] loaded.
     pub fn new() -> Self {
         Prober::default()
+    }
+
+    /// A prober that keeps at most `max_loaded` tables loaded between probes (at least one).
+    pub fn with_loaded_snapshots(max_loaded: usize) -> Self {
+        Prober {
+            tables: Mutex::default(),
+            loaded: Mutex::default(),
+            max_loaded: max_loaded.max(1),
+        }
     }
 
     /// Forgets a table (e.g. removed from the inventory).
     pub fn forget(&self, uri: &str) {
         if let Ok(mut tables) = self.tables.lock() {
             tables.remove(uri);
+        }
+        self.loaded_lock().remove(uri);
+    }
+
+    /// How many tables are loaded now.
+    pub fn loaded_snapshots(&self) -> usize {
+        self.loaded_lock().len()
+    }
+
+    fn loaded_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        // poisoned only if a holder panicked between two map operations: still consistent
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts `uri` as loaded with `files` active files and, past the cap, unloads the
+    /// loaded table with the fewest files (ties by name), which may be `uri` itself. A table
+    /// busy in a probe of its own is skipped: it counts itself again when that probe ends.
+    fn keep_under_cap(&self, uri: &str, tracked: &mut Tracked, files: u64) {
+        let victim = {
+            let mut loaded = self.loaded_lock();
+            loaded.insert(uri.to_owned(), files);
+            if loaded.len() <= self.max_loaded {
+                return;
+            }
+            let Some(victim) = loaded
+                .iter()
+                .min_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)))
+                .map(|(name, _)| name.clone())
+            else {
+                return;
+            };
+            loaded.remove(&victim);
+            victim
+        };
+        if victim == uri {
+            tracked.table = None;
+            return;
+        }
+        let slot = self
+            .tables
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&victim)
+            .cloned();
+        if let Some(slot) = slot {
+            if let Ok(mut guard) = slot.try_lock() {
+                if let Some(other) = guard.as_mut() {
+                    other.table = None;
+                }
+            }
         }
     }
 
@@ -338,30 +419,56 @@ impl Prober {
     pub async fn probe(&self, uri: &str, options: &ProbeOptions) -> Result<Probe, DeltaError> {
         let slot = self.slot(uri);
         let mut guard = slot.lock().await;
-        match guard.as_mut() {
-            Some(tracked) => {
-                if let Err(err) = tracked.table.update_state().await {
-                    let err = DeltaError::delta(uri, "refreshing the table", err);
-                    return Err(explain_load_failure(uri, err).await);
+        let tracked = match guard.take() {
+            Some(mut tracked) => {
+                match tracked.table.as_mut() {
+                    Some(table) => {
+                        if let Err(err) = table.update_state().await {
+                            let err = DeltaError::delta(uri, "refreshing the table", err);
+                            *guard = Some(tracked);
+                            return Err(explain_load_failure(uri, err).await);
+                        }
+                    }
+                    None => match open_table(uri).await {
+                        Ok(table) => tracked.table = Some(table),
+                        Err(err) => {
+                            *guard = Some(tracked);
+                            return Err(explain_load_failure(uri, err).await);
+                        }
+                    },
                 }
+                tracked
             }
-            None => {
-                let table = match open_table(uri).await {
-                    Ok(table) => table,
-                    Err(err) => return Err(explain_load_failure(uri, err).await),
-                };
-                *guard = Some(Tracked {
-                    table,
+            None => match open_table(uri).await {
+                Ok(table) => Tracked {
+                    table: Some(table),
                     history: History::new(options.stale_watch),
                     presence_ok_at: None,
-                });
-            }
+                    checkpoint_at: None,
+                },
+                Err(err) => return Err(explain_load_failure(uri, err).await),
+            },
+        };
+        let tracked = guard.insert(tracked);
+        let result = probe_tracked(uri, tracked, options).await;
+        // a failed probe keeps the table loaded (it is retried soon), counted as before
+        let files = match &result {
+            Ok(probe) => probe.files,
+            Err(_) => self.loaded_lock().get(uri).copied().unwrap_or(0),
+        };
+        self.keep_under_cap(uri, tracked, files);
+        result
+    }
+
+    /// Forgets what the next probe of `uri` would take as unchanged while the version has
+    /// not moved (the checkpoint hint): call it after a maintenance operation that changes
+    /// the log without a new version (a checkpoint).
+    pub async fn expire_cached_reads(&self, uri: &str) {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        if let Some(tracked) = guard.as_mut() {
+            tracked.checkpoint_at = None;
         }
-        let tracked = guard.as_mut().ok_or_else(|| DeltaError::IncompleteLog {
-            table: uri.to_owned(),
-            reason: "probe state vanished".into(),
-        })?;
-        probe_tracked(uri, tracked, options).await
     }
 
     /// Takes the commit records read since the last call, for the caller to persist. A caller
@@ -398,8 +505,10 @@ impl Prober {
         let slot = self.slot(uri);
         let guard = slot.lock().await;
         match guard.as_ref() {
-            Some(tracked) => files_added_since(&tracked.table, uri, since_version).await,
-            None => {
+            Some(Tracked {
+                table: Some(table), ..
+            }) => files_added_since(table, uri, since_version).await,
+            _ => {
                 drop(guard);
                 let table = open_table(uri).await?;
                 files_added_since(&table, uri, since_version).await
@@ -414,7 +523,13 @@ async fn probe_tracked(
     options: &ProbeOptions,
 ) -> Result<Probe, DeltaError> {
     let probed_at = Utc::now();
-    let table = &tracked.table;
+    let table = tracked
+        .table
+        .as_ref()
+        .ok_or_else(|| DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason: "the table was not loaded before its probe".into(),
+        })?;
     let version = crate::prepare::loaded_version(uri, table)?;
     let protocol = TableProtocol::of(uri, table)?;
 
@@ -446,6 +561,9 @@ async fn probe_tracked(
         .is_none_or(|at| at.elapsed() >= options.presence_every)
     {
         tracked.presence_ok_at = None;
+        // the slow, thorough pass: the damage check lists the table, and the checkpoint
+        // hint is read again even if the version did not move
+        tracked.checkpoint_at = None;
         crate::presence::ensure_present(table, uri, &files).await?;
         tracked.presence_ok_at = Some(Instant::now());
     }
@@ -480,7 +598,14 @@ async fn probe_tracked(
     history_from = history_from.or(history.first.map(|(v, _)| v));
     let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
 
-    let checkpoint = last_checkpoint(table.object_store().as_ref(), uri).await?;
+    let checkpoint = match tracked.checkpoint_at {
+        Some((at, checkpoint)) if at == version => checkpoint,
+        _ => {
+            let checkpoint = last_checkpoint(table.object_store().as_ref(), uri).await?;
+            tracked.checkpoint_at = Some((version, checkpoint));
+            checkpoint
+        }
+    };
     let at = |slot: Option<(u64, i64)>| slot.and_then(|(_, ts)| millis_to_time(ts));
     Ok(Probe {
         table: uri.to_owned(),

@@ -93,6 +93,9 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         shutdown_grace: Duration::from_secs(30),
         poll_interval: Duration::from_millis(500),
         probe_interval: Duration::from_secs(5),
+        // the demo's tables change every few seconds; show them within 20 s when idle
+        max_probe_interval: Duration::from_secs(20),
+        loaded_snapshots: tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
         storage_options: Default::default(),
     };

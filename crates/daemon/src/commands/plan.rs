@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::cli::OutputFormat;
 use crate::config::DaemonConfig;
-use crate::fleet::{Fleet, TableView};
+use crate::fleet::{Fleet, FleetOptions, TableView};
 
 pub async fn run(
     config: Option<PathBuf>,
@@ -49,7 +49,8 @@ pub async fn run(
         Ok(inv) => inv,
         Err(code) => return code,
     };
-    let fleet = Arc::new(Fleet::new(inventory));
+    // each table is probed once: nothing gains from keeping it loaded afterwards
+    let fleet = Arc::new(Fleet::new(inventory, FleetOptions::probe_once()));
     crate::background::probe_all_fleet(&fleet).await;
     let views = fleet.views(Utc::now());
     match format {

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::DaemonConfig;
-use crate::fleet::{Fleet, InventoryChange};
+use crate::fleet::{Fleet, FleetOptions, InventoryChange, ProbeIntervals};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::scheduler::Scheduler;
@@ -92,7 +92,16 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("job store migration failed: {e}"))?;
 
-    let fleet = Arc::new(Fleet::new(inventory));
+    let fleet = Arc::new(Fleet::new(
+        inventory,
+        FleetOptions {
+            intervals: ProbeIntervals {
+                active: config.probe_interval,
+                max: config.max_probe_interval,
+            },
+            loaded_snapshots: config.loaded_snapshots,
+        },
+    ));
     crate::publish::inventory(&metrics, &fleet, &InventoryChange::default());
     let rt = Arc::new(Runtime::new(
         config.clone(),

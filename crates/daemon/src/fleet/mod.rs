@@ -4,6 +4,7 @@
 //! It holds state only: it owns no metrics (the publisher turns its views into gauges), never
 //! mutates a table and never talks to the job store.
 
+mod cadence;
 mod drift;
 mod erasure;
 mod state;
@@ -19,6 +20,9 @@ use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_vocab::ProbeFailureKind;
 
+use cadence::Seen;
+
+pub(crate) use cadence::{ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
 pub(crate) use erasure::{deadline_at_risk, erasure_pending};
 pub(crate) use state::{last_success, staleness, TableState};
@@ -69,18 +73,41 @@ pub(crate) struct Fleet {
     inventory: RwLock<Arc<Inventory>>,
     tables: RwLock<BTreeMap<String, TableState>>,
     prober: Prober,
+    intervals: ProbeIntervals,
+}
+
+/// How a fleet probes: its intervals and how many tables stay loaded between probes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FleetOptions {
+    pub intervals: ProbeIntervals,
+    pub loaded_snapshots: usize,
+}
+
+impl FleetOptions {
+    /// For commands that probe each table once (`plan`): nothing stays loaded.
+    pub(crate) fn probe_once() -> Self {
+        FleetOptions {
+            // never consulted: nothing asks which table is due
+            intervals: ProbeIntervals {
+                active: Duration::from_secs(86_400),
+                max: Duration::from_secs(86_400),
+            },
+            loaded_snapshots: 1,
+        }
+    }
 }
 
 impl Fleet {
-    /// A fleet with `inventory` loaded; every table starts unknown.
-    pub(crate) fn new(inventory: Inventory) -> Self {
+    /// A fleet with `inventory` loaded; every table starts unknown and due for a probe.
+    pub(crate) fn new(inventory: Inventory, options: FleetOptions) -> Self {
         let fleet = Self {
             inventory: RwLock::new(Arc::new(Inventory {
                 tables: Vec::new(),
                 sources: Vec::new(),
             })),
             tables: RwLock::new(BTreeMap::new()),
-            prober: Prober::new(),
+            prober: Prober::with_loaded_snapshots(options.loaded_snapshots),
+            intervals: options.intervals,
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -160,9 +187,15 @@ impl Fleet {
             .when(|e| failure_kind(e) == ProbeFailureKind::Transient)
             .await;
         let now = Utc::now();
+        let probed = tokio::time::Instant::now();
         match result {
             Ok(probe) => {
                 self.update_state(&spec.name, |s| {
+                    let seen = match &s.probe {
+                        Some(previous) if previous.version == probe.version => Seen::Unchanged,
+                        _ => Seen::Moved,
+                    };
+                    s.cadence = s.cadence.after_probe(seen, probed, self.intervals);
                     s.probe = Some(probe.clone());
                     s.probe_error = None;
                     s.probe_error_kind = None;
@@ -177,6 +210,7 @@ impl Fleet {
                 };
                 tracing::warn!(table = %spec.name, kind = failure.kind.as_str(), error = %failure.message, "table probe failed");
                 self.update_state(&spec.name, |s| {
+                    s.cadence = s.cadence.after_probe(Seen::Moved, probed, self.intervals);
                     s.probe_error = Some(failure.message.clone());
                     s.probe_error_kind = Some(failure.kind);
                     s.probed_at = Some(now);
@@ -184,6 +218,26 @@ impl Fleet {
                 Err(failure)
             }
         }
+    }
+
+    /// The tables whose next probe is due (every table before its first probe), in
+    /// inventory order.
+    pub(crate) fn due_for_probe(&self) -> Vec<TableSpec> {
+        let now = tokio::time::Instant::now();
+        let inventory = self.inventory();
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        inventory
+            .tables
+            .iter()
+            .filter(|spec| tables.get(&spec.name).is_none_or(|s| s.cadence.due(now)))
+            .cloned()
+            .collect()
+    }
+
+    /// The next probe reads everything again, even if the version did not move (after
+    /// maintenance that changes the log without a new version, such as a checkpoint).
+    pub(crate) async fn expire_cached_reads(&self, spec: &TableSpec) {
+        self.prober.expire_cached_reads(&spec.path).await;
     }
 
     /// Commit records the prober read since the last call, for `table_commits`.
@@ -214,16 +268,37 @@ impl Fleet {
 
     /// The API/dashboard view of one table.
     pub(crate) fn view(&self, name: &str, now: DateTime<Utc>) -> Option<TableView> {
-        let spec = self.spec(name)?;
-        let state = self.with_state(name, Clone::clone).unwrap_or_default();
-        Some(view::build_view(&spec, &state, now))
+        let inventory = self.inventory();
+        let spec = inventory.table(name)?;
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        Some(view_of(spec, tables.get(name), now))
     }
 
+    /// Every table's view, in inventory order: one pass under one read lock, nothing
+    /// cloned but what the views keep (the dashboard and the API list call it per request).
     pub(crate) fn views(&self, now: DateTime<Utc>) -> Vec<TableView> {
-        let inv = self.inventory();
-        inv.tables
+        let inventory = self.inventory();
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        inventory
+            .tables
             .iter()
-            .filter_map(|t| self.view(&t.name, now))
+            .map(|spec| view_of(spec, tables.get(&spec.name), now))
             .collect()
+    }
+}
+
+/// The view of a table with an API pause applied to its inventory entry.
+fn view_of(spec: &TableSpec, state: Option<&TableState>, now: DateTime<Utc>) -> TableView {
+    let empty = TableState::default();
+    let state = state.unwrap_or(&empty);
+    match state.paused_by_api {
+        Some(paused) if paused != spec.paused => {
+            let spec = TableSpec {
+                paused,
+                ..spec.clone()
+            };
+            view::build_view(&spec, state, now)
+        }
+        _ => view::build_view(spec, state, now),
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct TableState {
     pub paused_by_api: Option<bool>,
     /// Stale writes recorded in the job store by any replica.
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
+    /// When the table is probed next.
+    pub cadence: super::cadence::Cadence,
 }
 
 pub(crate) fn last_success(state: &TableState, op: Operation) -> Option<DateTime<Utc>> {

@@ -131,6 +131,16 @@ fn collect_parquet(root: &FsPath, dir: &FsPath, found: &mut BTreeSet<String>) {
     }
 }
 
+/// A checkpoint now, whatever the commit count, leaving the log as it is.
+pub fn forced_checkpoint() -> tablekeeper_delta::CheckpointOptions {
+    tablekeeper_delta::CheckpointOptions {
+        max_commits_since_checkpoint: 1,
+        log_retention: std::time::Duration::from_secs(30 * 86_400),
+        force: true,
+        log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
+    }
+}
+
 pub fn row(id: i64, date: &str) -> Row {
     (id, date.to_owned(), format!("type{}", id % 3), id * 10)
 }

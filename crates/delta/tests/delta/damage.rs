@@ -3,31 +3,19 @@
 
 use std::time::Duration;
 
-use tablekeeper_delta::{
-    checkpoint, CheckpointOptions, DeltaError, ErrorClass, OpReport, ProbeOptions, Prober,
-};
+use tablekeeper_delta::{checkpoint, DeltaError, ErrorClass, OpReport, ProbeOptions, Prober};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{create_table, rewriting_operations, rows, Footprint, TestTable};
+use crate::common::{
+    create_table, forced_checkpoint, rewriting_operations, rows, Footprint, TestTable,
+};
 
 const TARGET: u64 = 64 * 1024 * 1024;
 
 /// Every maintenance operation: the rewriting ones and a forced checkpoint.
 async fn every_operation(t: &TestTable) -> Vec<Result<OpReport, DeltaError>> {
     let mut results = rewriting_operations(t).await;
-    results.push(
-        checkpoint(
-            &t.uri,
-            &CheckpointOptions {
-                max_commits_since_checkpoint: 1,
-                log_retention: Duration::from_secs(30 * 86_400),
-                force: true,
-                log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
-            },
-            &CancellationToken::new(),
-        )
-        .await,
-    );
+    results.push(checkpoint(&t.uri, &forced_checkpoint(), &CancellationToken::new()).await);
     results
 }
 

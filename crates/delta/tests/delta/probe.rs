@@ -6,7 +6,7 @@ use tablekeeper_delta::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{create_table, rows};
+use crate::common::{create_table, forced_checkpoint, rows};
 
 const TARGET: u64 = 64 * 1024 * 1024;
 
@@ -127,18 +127,9 @@ async fn a_re_probe_reads_only_new_commits() {
     for i in 0..3 {
         t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
     }
-    checkpoint(
-        &t.uri,
-        &CheckpointOptions {
-            max_commits_since_checkpoint: 1,
-            log_retention: Duration::from_secs(30 * 86_400),
-            force: true,
-            log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
-        },
-        &CancellationToken::new(),
-    )
-    .await
-    .expect("checkpoint");
+    checkpoint(&t.uri, &forced_checkpoint(), &CancellationToken::new())
+        .await
+        .expect("checkpoint");
     let prober = Prober::new();
     let options = ProbeOptions::for_target(TARGET);
     let first = prober.probe(&t.uri, &options).await.expect("probe");
@@ -166,6 +157,78 @@ async fn a_re_probe_reads_only_new_commits() {
     assert_eq!(fresh.history_from_version, Some(2));
     assert_eq!(fresh.version, again.version);
     assert_eq!(fresh.files, again.files);
+}
+
+#[tokio::test]
+async fn past_the_snapshot_cap_the_smallest_tables_are_reopened_and_keep_their_history() {
+    // tables of 1, 2, 3 and 4 files; the prober keeps two loaded
+    let mut tables = Vec::new();
+    for n in 1..=4 {
+        let t = create_table(false, &[]).await;
+        for i in 0..n {
+            t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
+        }
+        checkpoint(&t.uri, &forced_checkpoint(), &CancellationToken::new())
+            .await
+            .expect("checkpoint");
+        tables.push(t);
+    }
+    let prober = Prober::with_loaded_snapshots(2);
+    let options = ProbeOptions::for_target(TARGET);
+    let mut first = Vec::new();
+    for t in &tables {
+        first.push(prober.probe(&t.uri, &options).await.expect("probe"));
+        assert!(prober.loaded_snapshots() <= 2);
+    }
+    assert_eq!(prober.loaded_snapshots(), 2);
+
+    // cleanup removes the oldest commit of every table (the checkpoint stands in for it): a
+    // reopened table that re-read its history from disk would report a later creation and
+    // history start
+    for t in &tables {
+        std::fs::remove_file(t.path().join("_delta_log").join(format!("{:020}.json", 0))).unwrap();
+        t.append(&rows(500..505, "2024-08-01")).await;
+    }
+    for (t, before) in tables.iter().zip(&first) {
+        let again = prober.probe(&t.uri, &options).await.expect("re-probe");
+        assert_eq!(again.version, before.version + 1, "{}", t.uri);
+        assert_eq!(again.files, before.files + 1, "{}", t.uri);
+        assert_eq!(
+            again.commits_per_hour,
+            before.commits_per_hour + 1,
+            "{}",
+            t.uri
+        );
+        assert_eq!(again.created_at, before.created_at, "{}", t.uri);
+        assert_eq!(again.history_from_version, Some(0), "{}", t.uri);
+    }
+    assert_eq!(prober.loaded_snapshots(), 2);
+    prober.forget(&tables[3].uri);
+    assert_eq!(prober.loaded_snapshots(), 1);
+}
+
+#[tokio::test]
+async fn an_unchanged_version_reuses_the_checkpoint_hint_until_expired() {
+    let t = create_table(false, &[]).await;
+    for i in 0..3 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
+    }
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+    let before = prober.probe(&t.uri, &options).await.expect("probe");
+    assert_eq!(before.last_checkpoint_version, None);
+    checkpoint(&t.uri, &forced_checkpoint(), &CancellationToken::new())
+        .await
+        .expect("checkpoint");
+    // same version: the probe does not read `_last_checkpoint` again
+    let cached = prober.probe(&t.uri, &options).await.expect("probe");
+    assert_eq!(cached.version, before.version);
+    assert_eq!(cached.last_checkpoint_version, None);
+    // after maintenance the daemon expires it; a new version would too
+    prober.expire_cached_reads(&t.uri).await;
+    let fresh = prober.probe(&t.uri, &options).await.expect("probe");
+    assert_eq!(fresh.last_checkpoint_version, Some(before.version));
+    assert_eq!(fresh.commits_since_checkpoint, 0);
 }
 
 #[tokio::test]

@@ -17,7 +17,8 @@
 //! - the dashboard's front page and one table's page: time (median of 5) and size;
 //! - enqueueing one job per table through the store API (`connect` + `enqueue`) on a
 //!   fresh Postgres database and on a fresh SQLite file;
-//! - in this process, after the replicas: the RSS one `Prober` holding every table adds.
+//! - in this process, after the replicas: the RSS one `Prober` holding every table loaded
+//!   adds (the daemon keeps at most `loaded_snapshots` loaded).
 //!
 //! The replica uses a fresh `tk_test_*` Postgres database, dropped at the end; every file
 //! goes under `--dir`.
@@ -423,13 +424,13 @@ async fn run_replica(
 }
 
 /// What keeping every table loaded costs: this process's RSS before and after one
-/// `Prober` (the daemon's, which keeps each probed table's snapshot) probes all `tables`,
-/// and again after the probes' results are dropped but the `Prober` is kept.
+/// `Prober` with no cap on loaded snapshots (the daemon caps them at `loaded_snapshots`)
+/// probes all `tables`, and again after the `Prober` is dropped.
 /// Memory freed earlier in this process may be reused, so the growth is a lower bound.
 async fn prober_memory(tables: &[PathBuf]) -> Result<Value> {
     let options = ProbeOptions::for_target(COMPACTION_TARGET_FILE_SIZE);
     let before = own_rss_mb();
-    let prober = Prober::new();
+    let prober = Prober::with_loaded_snapshots(usize::MAX);
     let t = Instant::now();
     for table in tables {
         let probe = prober.probe(&path_str(table)?, &options).await?;

@@ -1,0 +1,125 @@
+//! When each table is probed next: tables whose log moves are probed every
+//! `probe_interval`; a table whose version did not change since its last probe waits twice
+//! as long after each such probe, up to `max_probe_interval`. A fleet of mostly idle tables
+//! then costs a few requests per table per hour instead of one per minute, and a commit to
+//! an idle table is still seen within `max_probe_interval`.
+//!
+//! Pure: the fleet keeps each table's [`Cadence`] and asks [`Cadence::after_probe`] when the
+//! next probe is due.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Built-in default for `max_probe_interval`.
+pub(crate) const DEFAULT_MAX_PROBE_INTERVAL: Duration = Duration::from_secs(15 * 60);
+
+/// A table's probing rhythm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Cadence {
+    /// Probes in a row that found the version unchanged.
+    pub idle_probes: u32,
+    /// When the next probe is due; `None` until the first probe.
+    pub next_probe_at: Option<Instant>,
+}
+
+/// The intervals a fleet probes at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProbeIntervals {
+    /// For tables whose log moved since their previous probe (and for every first probe).
+    pub active: Duration,
+    /// The longest an unchanged table waits.
+    pub max: Duration,
+}
+
+/// What a probe found, as far as the rhythm is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The same version as the previous probe.
+    Unchanged,
+    /// A new version, a first probe, or a failed probe (retried at the active interval).
+    Moved,
+}
+
+impl Cadence {
+    /// The rhythm after a probe at `now`.
+    pub(crate) fn after_probe(self, seen: Seen, now: Instant, intervals: ProbeIntervals) -> Self {
+        let idle_probes = match seen {
+            Seen::Unchanged => self.idle_probes.saturating_add(1),
+            Seen::Moved => 0,
+        };
+        Cadence {
+            idle_probes,
+            // an interval so long it overflows the clock means "not in this process's life"
+            next_probe_at: Some(
+                now.checked_add(wait(idle_probes, intervals))
+                    .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400)),
+            ),
+        }
+    }
+
+    /// Whether a probe is due at `now` (always before the first probe).
+    pub(crate) fn due(self, now: Instant) -> bool {
+        self.next_probe_at.is_none_or(|at| at <= now)
+    }
+}
+
+/// `active × 2^idle_probes`, capped at `max` (and never under `active`).
+fn wait(idle_probes: u32, intervals: ProbeIntervals) -> Duration {
+    let factor = 1u32.checked_shl(idle_probes.min(31)).unwrap_or(u32::MAX);
+    intervals
+        .active
+        .saturating_mul(factor)
+        .min(intervals.max)
+        .max(intervals.active)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INTERVALS: ProbeIntervals = ProbeIntervals {
+        active: Duration::from_secs(60),
+        max: Duration::from_secs(900),
+    };
+
+    #[test]
+    fn an_idle_table_waits_twice_as_long_each_time_up_to_the_max() {
+        let start = Instant::now();
+        let mut cadence = Cadence::default();
+        assert!(cadence.due(start));
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let next = cadence.after_probe(Seen::Unchanged, start, INTERVALS);
+            waits.push((next.next_probe_at.unwrap() - start).as_secs());
+            cadence = next;
+        }
+        assert_eq!(waits, [120, 240, 480, 900, 900, 900, 900]);
+        assert!(!cadence.due(start + Duration::from_secs(899)));
+        assert!(cadence.due(start + Duration::from_secs(900)));
+    }
+
+    #[test]
+    fn a_new_version_brings_the_table_back_to_the_active_interval() {
+        let start = Instant::now();
+        let idle = Cadence {
+            idle_probes: 12,
+            next_probe_at: None,
+        };
+        let moved = idle.after_probe(Seen::Moved, start, INTERVALS);
+        assert_eq!(moved.idle_probes, 0);
+        assert_eq!(moved.next_probe_at, Some(start + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_max_under_the_active_interval_never_probes_faster_than_active() {
+        let intervals = ProbeIntervals {
+            active: Duration::from_secs(60),
+            max: Duration::from_secs(10),
+        };
+        let next = Cadence::default().after_probe(Seen::Unchanged, Instant::now(), intervals);
+        assert_eq!(next.idle_probes, 1);
+        assert!(next.next_probe_at.is_some());
+        assert_eq!(wait(40, intervals), Duration::from_secs(60));
+    }
+}
