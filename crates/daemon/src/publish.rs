@@ -43,7 +43,7 @@ pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: Dat
             if !spec.operation_enabled(op) {
                 continue;
             }
-            if !applies(op, state.probe.as_ref()) {
+            if !applies(op, state.probe.as_deref()) {
                 metrics.hide_operation(name, op);
                 continue;
             }

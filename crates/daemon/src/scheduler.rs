@@ -1,16 +1,21 @@
-//! Cron schedules: one tokio-cron-scheduler job per enabled (table, operation), read in
-//! the table's timezone. A tick probes the table's log, asks the planner whether the
-//! operation is needed, and enqueues a job when it is; every tick logs its decision.
+//! Cron schedules: one tokio-cron-scheduler job per distinct (cron expression, timezone),
+//! firing the ticks of every enabled (table, operation) on that schedule. A tick probes the
+//! table's log, asks the planner whether the operation is needed, and enqueues a job when it
+//! is; every tick logs its decision. An inventory where thousands of tables share the
+//! default schedules holds a handful of scheduler jobs, not one per table and operation, and
+//! their ticks run [`TICK_CONCURRENCY`] at a time instead of all at once.
 //!
 //! Every replica runs the same schedules. That is deliberate: the job table keeps one
 //! queued job per (table, operation), so ticks from all replicas coalesce into one job
-//! and no leader election is needed. Reloads diff the schedule set: unchanged entries
-//! keep their scheduler job, changed ones are replaced, removed ones are dropped.
+//! and no leader election is needed. Reloads diff the schedule set: a schedule still in use
+//! keeps its scheduler job (its members are swapped in place), new ones are added, unused
+//! ones dropped.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_store::{JobId, NewJob, Trigger};
 use tablekeeper_vocab::ProbeFailureKind;
@@ -21,30 +26,30 @@ use uuid::Uuid;
 use crate::planner::{self, Decision, Need, Probed};
 use crate::runtime::Runtime;
 
-/// Identity of one schedule entry: changing any part replaces the scheduler job.
+/// Ticks of one schedule run at once (each probes its table first).
+const TICK_CONCURRENCY: usize = 8;
+
+/// One distinct schedule: changing either part is another schedule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct EntryKey {
-    table: String,
-    operation: Operation,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct EntrySpec {
+struct ScheduleKey {
     expression: String,
-    timezone: chrono_tz::Tz,
+    timezone: String,
 }
 
-/// The cron scheduler and the entries it currently runs.
+/// The (table, operation) pairs a schedule fires, shared with its scheduler job.
+type Members = Arc<RwLock<Vec<(String, Operation)>>>;
+
+/// The cron scheduler and the schedules it currently runs.
 pub struct Scheduler {
     inner: JobScheduler,
-    entries: BTreeMap<EntryKey, (EntrySpec, Uuid)>,
+    schedules: BTreeMap<ScheduleKey, (Uuid, Members)>,
     rt: Arc<Runtime>,
 }
 
 impl std::fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler")
-            .field("entries", &self.entries.len())
+            .field("schedules", &self.schedules.len())
             .finish()
     }
 }
@@ -64,84 +69,92 @@ impl Scheduler {
             .map_err(|e| SchedulerError(e.to_string()))?;
         Ok(Self {
             inner,
-            entries: BTreeMap::new(),
+            schedules: BTreeMap::new(),
             rt,
         })
     }
 
-    /// Makes the running schedules match `inventory`. Returns (added, removed) counts.
+    /// Makes the running schedules match `inventory`. Returns the (table, operation) pairs
+    /// now scheduled and the distinct schedules removed.
     pub async fn sync(&mut self, inventory: &Inventory) -> (usize, usize) {
-        let mut wanted: BTreeMap<EntryKey, EntrySpec> = BTreeMap::new();
+        let mut wanted: BTreeMap<ScheduleKey, (chrono_tz::Tz, BTreeSet<(String, Operation)>)> =
+            BTreeMap::new();
         for spec in &inventory.tables {
             for op in Operation::SCHEDULED {
-                if spec.operation_enabled(op) {
-                    wanted.insert(
-                        EntryKey {
-                            table: spec.name.clone(),
-                            operation: op,
-                        },
-                        EntrySpec {
-                            expression: spec
-                                .schedule(op)
-                                .map(|s| s.scheduler_expression())
-                                .unwrap_or_default(),
-                            timezone: spec.timezone,
-                        },
-                    );
-                }
+                let Some(schedule) = spec.schedule(op).filter(|_| spec.operation_enabled(op))
+                else {
+                    continue;
+                };
+                let key = ScheduleKey {
+                    expression: schedule.scheduler_expression(),
+                    timezone: spec.timezone.name().to_owned(),
+                };
+                wanted
+                    .entry(key)
+                    .or_insert_with(|| (spec.timezone, BTreeSet::new()))
+                    .1
+                    .insert((spec.name.clone(), op));
             }
         }
-        let mut removed = 0;
-        let stale: Vec<EntryKey> = self
-            .entries
-            .iter()
-            .filter(|(k, (s, _))| wanted.get(*k) != Some(s))
-            .map(|(k, _)| k.clone())
+        let scheduled = wanted.values().map(|(_, members)| members.len()).sum();
+        let unused: Vec<ScheduleKey> = self
+            .schedules
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
             .collect();
-        for key in stale {
-            if let Some((_, id)) = self.entries.remove(&key) {
+        let removed = unused.len();
+        for key in unused {
+            if let Some((id, _)) = self.schedules.remove(&key) {
                 if let Err(e) = self.inner.remove(&id).await {
-                    warn!(table = %key.table, operation = %key.operation, error = %e, "could not remove schedule");
+                    warn!(schedule = %key.expression, timezone = %key.timezone, error = %e, "could not remove schedule");
                 }
-                removed += 1;
             }
         }
-        let mut added = 0;
-        for (key, spec) in wanted {
-            if self.entries.contains_key(&key) {
+        for (key, (timezone, members)) in wanted {
+            let members: Vec<(String, Operation)> = members.into_iter().collect();
+            if let Some((_, current)) = self.schedules.get(&key) {
+                *current.write().unwrap_or_else(|e| e.into_inner()) = members;
                 continue;
             }
-            match self.add(&key, &spec).await {
+            let shared: Members = Arc::new(RwLock::new(members));
+            match self.add(&key, timezone, Arc::clone(&shared)).await {
                 Ok(id) => {
-                    self.entries.insert(key, (spec, id));
-                    added += 1;
+                    self.schedules.insert(key, (id, shared));
                 }
                 Err(e) => {
-                    warn!(table = %key.table, operation = %key.operation, schedule = %spec.expression, error = %e, "could not schedule")
+                    let tables = shared.read().map(|m| m.len()).unwrap_or(0);
+                    warn!(schedule = %key.expression, timezone = %key.timezone, tables, error = %e, "could not schedule")
                 }
             }
         }
-        (added, removed)
+        (scheduled, removed)
     }
 
-    async fn add(&self, key: &EntryKey, spec: &EntrySpec) -> Result<Uuid, SchedulerError> {
+    async fn add(
+        &self,
+        key: &ScheduleKey,
+        timezone: chrono_tz::Tz,
+        members: Members,
+    ) -> Result<Uuid, SchedulerError> {
         let rt = Arc::clone(&self.rt);
-        let table = key.table.clone();
-        let op = key.operation;
-        let job = Job::new_async_tz(
-            spec.expression.as_str(),
-            spec.timezone,
-            move |_id, _sched| {
-                let rt = Arc::clone(&rt);
-                let table = table.clone();
-                Box::pin(async move {
-                    // tracked, so shutdown waits for a tick's probe instead of cutting it off
-                    let tracked = rt.tasks.track_future(tick(&rt, &table, op));
-                    tracked.await;
-                })
-            },
-        )
-        .map_err(|e| SchedulerError(format!("bad schedule `{}`: {e}", spec.expression)))?;
+        let job = Job::new_async_tz(key.expression.as_str(), timezone, move |_id, _sched| {
+            let rt = Arc::clone(&rt);
+            let members = members.read().map(|m| m.clone()).unwrap_or_default();
+            Box::pin(async move {
+                let fired = Utc::now();
+                // tracked, so shutdown waits for a tick's probes instead of cutting them off
+                let ticks = futures::stream::iter(members).for_each_concurrent(
+                    TICK_CONCURRENCY,
+                    |(table, op)| {
+                        let rt = &rt;
+                        async move { tick(rt, &table, op, fired).await }
+                    },
+                );
+                rt.tasks.track_future(ticks).await;
+            })
+        })
+        .map_err(|e| SchedulerError(format!("bad schedule `{}`: {e}", key.expression)))?;
         self.inner
             .add(job)
             .await
@@ -155,16 +168,15 @@ impl Scheduler {
     }
 }
 
-/// One schedule tick: probe, decide, enqueue when needed. Never panics, never blocks
-/// other tables: every failure is logged and counted.
-pub async fn tick(rt: &Runtime, table: &str, op: Operation) {
+/// One schedule tick of (table, operation), fired at `fired`: probe, decide, enqueue when
+/// needed. Never panics, never blocks other tables: every failure is logged and counted.
+pub async fn tick(rt: &Runtime, table: &str, op: Operation, fired: DateTime<Utc>) {
     if rt.stopping() {
         return;
     }
     let Some(spec) = rt.fleet.spec(table) else {
         return; // removed by a reload since the tick was scheduled
     };
-    let fired = Utc::now();
     // Every replica fires the same tick: they all name it by its scheduled time, and the job
     // table keeps one job per tick.
     let tick = spec

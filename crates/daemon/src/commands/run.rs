@@ -131,12 +131,12 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     };
 
     let mut scheduler = Scheduler::start(Arc::clone(&rt)).await?;
-    let (added, _) = scheduler.sync(&fleet.inventory()).await;
+    let (scheduled, _) = scheduler.sync(&fleet.inventory()).await;
     info!(
         replica = %config.replica_id,
         listen = %config.listen,
         tables = fleet.inventory().tables.len(),
-        schedules = added,
+        scheduled,
         workers = config.workers,
         store = %super::migrate::redact(&config.database_url),
         "tablekeeper started"
@@ -230,14 +230,14 @@ async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &Path, source: &s
         Ok(inventory) => {
             let change = rt.fleet.replace_inventory(inventory);
             crate::publish::inventory(&rt.metrics, &rt.fleet, &change);
-            let (sched_added, sched_removed) = scheduler.sync(&rt.fleet.inventory()).await;
+            let (scheduled, schedules_removed) = scheduler.sync(&rt.fleet.inventory()).await;
             info!(
                 source,
                 tables = rt.fleet.inventory().tables.len(),
                 tables_added = change.added.len(),
                 tables_removed = change.removed.len(),
-                schedules_added = sched_added,
-                schedules_removed = sched_removed,
+                scheduled,
+                schedules_removed,
                 "inventory reloaded"
             );
             for name in change.added {

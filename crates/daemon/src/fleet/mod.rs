@@ -196,7 +196,7 @@ impl Fleet {
                         _ => Seen::Moved,
                     };
                     s.cadence = s.cadence.after_probe(seen, probed, self.intervals);
-                    s.probe = Some(probe.clone());
+                    s.probe = Some(Arc::new(probe.clone()));
                     s.probe_error = None;
                     s.probe_error_kind = None;
                     s.probed_at = Some(now);

@@ -13,8 +13,9 @@ use crate::planner;
 /// What the replica knows about one table.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TableState {
-    /// The last good probe (kept while storage is unreachable).
-    pub probe: Option<Probe>,
+    /// The last good probe (kept while storage is unreachable); shared with the views
+    /// built from it, which the API and the dashboard build per request.
+    pub probe: Option<std::sync::Arc<Probe>>,
     pub probe_error: Option<String>,
     pub probe_error_kind: Option<ProbeFailureKind>,
     pub probed_at: Option<DateTime<Utc>>,

@@ -88,7 +88,7 @@ pub(crate) struct TableView {
     /// `unreadable`.
     pub probe_error_kind: Option<ProbeFailureKind>,
     pub probed_at: Option<DateTime<Utc>>,
-    pub probe: Option<Probe>,
+    pub probe: Option<std::sync::Arc<Probe>>,
     pub drift: Vec<Drift>,
     pub operations: Vec<OperationView>,
     /// Stale writes recorded for the table (job store, every replica), oldest first.
@@ -113,26 +113,28 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         .map(|op| {
             let schedule = spec.schedule(op);
             let stale_secs = staleness(state, op, now).map(|d| d.num_seconds());
-            let period = schedule_period(spec, op, now);
             let last_success = last_success(state, op);
             let decision =
                 planner::admit(spec, op, probe_result, Need::Check { last_success }, now);
             // Stale on the dashboard means work is due and has not been done for several
             // schedule periods; a table with nothing to do is not stale however long ago
             // its last run was (the staleness metric still grows; alert rules decide).
-            let stale = spec.operation_enabled(op)
+            // (the schedule's period costs two cron evaluations: only asked when it matters)
+            let enabled = spec.operation_enabled(op);
+            let stale = enabled
                 && !spec.paused
                 && decision.should_run()
-                && match (stale_secs, period) {
+                && match (stale_secs, schedule_period(spec, op, now)) {
                     (Some(s), Some(p)) => s > p.as_secs() as i64 * STALE_AFTER_PERIODS,
                     _ => false,
                 };
             let failure = state.last_failure.get(&op);
             OperationView {
                 operation: op,
-                enabled: spec.operation_enabled(op),
+                enabled,
                 schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
+                    .filter(|_| enabled)
                     .and_then(|s| s.next_after(now.with_timezone(&spec.timezone)))
                     .map(|t| t.with_timezone(&Utc)),
                 last_success,
