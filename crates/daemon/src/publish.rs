@@ -43,7 +43,7 @@ pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: Dat
             if !spec.operation_enabled(op) {
                 continue;
             }
-            if !applies(op, state.probe.as_deref()) {
+            if !fleet::applies(op, state.probe.as_deref()) {
                 metrics.hide_operation(name, op);
                 continue;
             }
@@ -67,19 +67,6 @@ pub(crate) fn all(metrics: &Metrics, fleet: &Fleet, now: DateTime<Utc>) {
     }
 }
 
-/// Whether an enabled operation has series: purge only on tables that use deletion vectors
-/// (on others it never has work, and a staleness since creation would only be noise).
-fn applies(op: Operation, probe: Option<&Probe>) -> bool {
-    match op {
-        Operation::Purge => probe.is_some_and(uses_deletion_vectors),
-        _ => true,
-    }
-}
-
-fn uses_deletion_vectors(probe: &Probe) -> bool {
-    probe.deletion_vectors_enabled || probe.files_with_deletion_vectors > 0
-}
-
 /// The erasure gauges exist where erasure is a question: the table declares a deadline,
 /// uses deletion vectors, or storage still holds deleted rows.
 fn erasure_figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Option<ErasureFigures> {
@@ -88,7 +75,7 @@ fn erasure_figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Optio
         pending: fleet::erasure_pending(probe, now),
     };
     let asked = spec.retention.erasure_deadline.is_some()
-        || uses_deletion_vectors(probe)
+        || fleet::uses_deletion_vectors(probe)
         || figures != ErasureFigures::default();
     asked.then_some(figures)
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tablekeeper_delta::Probe;
-use tablekeeper_inventory::TableSpec;
+use tablekeeper_inventory::{Operation, TableSpec};
 
 /// The erasure state of one table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,6 +35,22 @@ pub(crate) struct ErasureView {
 }
 
 /// How long the oldest deletion has been on storage; zero when none.
+/// Whether the table uses deletion vectors (enabled in its protocol, or present in its
+/// files): the tables where soft-deleted rows can wait in live files for a purge.
+pub(crate) fn uses_deletion_vectors(probe: &Probe) -> bool {
+    probe.deletion_vectors_enabled || probe.files_with_deletion_vectors > 0
+}
+
+/// Whether an operation applies to the table as last probed: purge only to tables that use
+/// deletion vectors (on others it never has work, and a staleness since creation would only
+/// be noise); every other operation always.
+pub(crate) fn applies(op: Operation, probe: Option<&Probe>) -> bool {
+    match op {
+        Operation::Purge => probe.is_some_and(uses_deletion_vectors),
+        _ => true,
+    }
+}
+
 pub(crate) fn erasure_pending(probe: &Probe, now: DateTime<Utc>) -> Duration {
     probe
         .erasure_pending_since

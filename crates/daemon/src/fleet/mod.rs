@@ -24,7 +24,7 @@ use cadence::Seen;
 
 pub(crate) use cadence::{ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
-pub(crate) use erasure::{deadline_at_risk, erasure_pending};
+pub(crate) use erasure::{applies, deadline_at_risk, erasure_pending, uses_deletion_vectors};
 pub(crate) use state::{last_success, staleness, TableState};
 pub(crate) use view::{Health, TableView};
 

@@ -62,6 +62,8 @@ const STALE_AFTER_PERIODS: i64 = 3;
 pub(crate) struct OperationView {
     pub operation: Operation,
     pub enabled: bool,
+    /// Whether the operation can have work on this table (purge: only with deletion vectors).
+    pub applies: bool,
     pub schedule: String,
     pub next_run: Option<DateTime<Utc>>,
     pub last_success: Option<DateTime<Utc>>,
@@ -132,6 +134,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
             OperationView {
                 operation: op,
                 enabled,
+                applies: super::erasure::applies(op, state.probe.as_deref()),
                 schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
                     .filter(|_| enabled)

@@ -261,6 +261,8 @@ fn table_row(v: &TableView) -> Markup {
             @for o in &v.operations {
                 @if !o.enabled {
                     td.muted { "disabled" }
+                } @else if !o.applies {
+                    td.muted title=(o.decision.reason()) { "n/a" }
                 } @else {
                     td.(if o.consecutive_failures > 0 { "bad" } else if o.stale { "warn" } else { "" })
                         title=(format!("next run {}; {}", opt_stamp(o.next_run), o.decision.reason())) {
