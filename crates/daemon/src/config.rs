@@ -267,36 +267,27 @@ impl DaemonConfig {
             None => SocketAddr::from(([127, 0, 0, 1], 8080)),
         };
 
-        let workers = match pick("workers", raw.workers.map(|w| w.to_string())) {
-            Some((v, origin)) => match v.parse::<usize>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    return Err(ConfigError::Value {
-                        key: "workers",
-                        origin,
-                        message: format!("`{v}` must be a whole number of at least 1"),
-                    })
-                }
-            },
-            None => DEFAULT_WORKERS,
-        };
-
-        let loaded_snapshots = match pick(
-            "loaded_snapshots",
-            raw.loaded_snapshots.map(|n| n.to_string()),
+        // whole numbers of at least 1
+        let count = |key: &'static str, value: Option<usize>, default: usize| match pick(
+            key,
+            value.map(|n| n.to_string()),
         ) {
             Some((v, origin)) => match v.parse::<usize>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    return Err(ConfigError::Value {
-                        key: "loaded_snapshots",
-                        origin,
-                        message: format!("`{v}` must be a whole number of at least 1"),
-                    })
-                }
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(ConfigError::Value {
+                    key,
+                    origin,
+                    message: format!("`{v}` must be a whole number of at least 1"),
+                }),
             },
-            None => tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
+            None => Ok(default),
         };
+        let workers = count("workers", raw.workers, DEFAULT_WORKERS)?;
+        let loaded_snapshots = count(
+            "loaded_snapshots",
+            raw.loaded_snapshots,
+            tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
+        )?;
 
         let replica_id = pick("replica_id", raw.replica_id)
             .map(|(v, _)| v)
