@@ -1,6 +1,7 @@
 //! Background loops of a replica besides the workers: the reaper that takes over jobs
-//! whose lease expired (a crashed replica), and the refresher that keeps table health,
-//! staleness and job-count gauges current between schedule ticks.
+//! whose lease expired (a crashed replica), the refresher that keeps table health,
+//! staleness and job-count gauges current between schedule ticks, and the loop that shares
+//! probes with the other replicas (`fleet::sharing`).
 //!
 //! Both loops survive any single failure: they log with fields, count, and go on.
 
@@ -47,6 +48,71 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
             }
             Err(e) => warn!(error = %e, "reaper: cannot reach the job store"),
         }
+    }
+}
+
+/// How often a replica beats in the job store and reads the probes the others stored:
+/// well inside [`crate::fleet::REPLICA_TTL`], so one late beat does not hand its tables over.
+const SHARE_EVERY: Duration = Duration::from_secs(5);
+
+/// Probes read again on each pass, to catch one a slow transaction stored with an earlier
+/// time than the newest already read (applying one twice changes nothing).
+const SHARE_OVERLAP: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
+/// One replica's side of probe sharing (`fleet::sharing`): beats in the job store (the
+/// live replicas split the tables between them) and takes in the probes other replicas
+/// stored since its last pass. The first pass reads them all, so a replica that starts
+/// shows every table's figures at once and probes only its own share.
+#[derive(Debug, Default)]
+pub struct Sharing {
+    /// The newest update read so far.
+    read_to: Option<chrono::DateTime<Utc>>,
+}
+
+impl Sharing {
+    pub async fn pass(&mut self, rt: &Runtime) {
+        let me = rt.config.replica_id.as_str();
+        match rt.store.beat_replica(me, crate::fleet::REPLICA_TTL).await {
+            Ok(live) => {
+                let count = live.len();
+                if rt.fleet.set_peers(me, live.clone()) {
+                    info!(replicas = ?live, count, "replicas sharing the probes");
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot beat in the job store; probing every table here until it answers")
+            }
+        }
+        let after = self.read_to.map(|t| t - SHARE_OVERLAP);
+        match rt.store.probes_since(after).await {
+            Ok(rows) => {
+                if let Some(last) = rows.last() {
+                    self.read_to = Some(
+                        self.read_to
+                            .map_or(last.updated_at, |t| t.max(last.updated_at)),
+                    );
+                }
+                if rt.fleet.apply_shared(me, &rows, Utc::now()) > 0 {
+                    crate::publish::all(&rt.metrics, &rt.fleet, Utc::now());
+                }
+            }
+            Err(e) => warn!(error = %e, "cannot read the probes other replicas stored"),
+        }
+    }
+}
+
+/// Runs a [`Sharing`] pass every [`SHARE_EVERY`] (every `probe_interval` if that is
+/// shorter) until `stop` fires. Its own loop, so a long probe round never delays a beat.
+pub async fn share_probes(rt: Arc<Runtime>, stop: CancellationToken, mut sharing: Sharing) {
+    let every = SHARE_EVERY.min(rt.config.probe_interval.max(Duration::from_millis(100)));
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        sharing.pass(&rt).await;
     }
 }
 

@@ -41,6 +41,8 @@ pub(crate) enum ExecError {
     },
     #[error(transparent)]
     Delta(#[from] DeltaError),
+    #[error(transparent)]
+    Crashed(#[from] crate::delta_runtime::Crashed),
 }
 
 impl ExecError {
@@ -54,6 +56,9 @@ impl ExecError {
         match self {
             ExecError::Refused(_) => false,
             ExecError::Deferred { .. } => true,
+            ExecError::Crashed(crashed) => {
+                matches!(crashed, crate::delta_runtime::Crashed::NoRuntime(_))
+            }
             ExecError::Delta(e) => e.class() != tablekeeper_delta::ErrorClass::Permanent,
         }
     }

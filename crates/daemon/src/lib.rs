@@ -8,6 +8,7 @@ mod background;
 mod cli;
 mod commands;
 mod config;
+mod delta_runtime;
 mod executor;
 mod fleet;
 mod http;
@@ -16,6 +17,8 @@ mod logging;
 mod metrics;
 mod overwrite_window;
 mod planner;
+#[cfg(test)]
+mod probe_cost;
 mod publish;
 mod recorder;
 mod runtime;

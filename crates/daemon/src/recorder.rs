@@ -1,4 +1,6 @@
-//! What a probe learns that must outlive the replica: every new commit's `commitInfo` into
+//! What a probe learns that must outlive the replica or reach the others: the probe itself
+//! into `table_probes` (read by the replicas that do not probe the table), every new
+//! commit's `commitInfo` into
 //! `table_commits` (history beyond the log's retention), every stale write into
 //! `stale_writes`, a `repair` job for a stale write waiting for one (unless the inventory
 //! turns `maintenance.auto_repair` off), and the purge and VACUUM an erasure deadline needs.
@@ -10,7 +12,7 @@
 use chrono::Utc;
 use tablekeeper_delta::{CommitRecord, Probe, StaleWrite};
 use tablekeeper_inventory::{Operation, TableSpec};
-use tablekeeper_store::{CommitRow, StaleWriteRow, Trigger};
+use tablekeeper_store::{CommitRow, ProbeRow, StaleWriteRow, Trigger};
 use tracing::{info, warn};
 
 use crate::fleet::ProbeFailure;
@@ -26,12 +28,37 @@ pub(crate) async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, Probe
         rt.metrics.count_probe_failure(&spec.name, failure.kind);
     }
     crate::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
+    share(rt, spec, &probe).await;
     record_history(rt, spec).await;
     if let Ok(probe) = &probe {
         record_stale_writes(rt, spec, probe).await;
         queue_for_erasure_deadline(rt, spec, probe).await;
     }
     probe
+}
+
+/// Stores the probe for the other replicas (`fleet::sharing`), with the time this replica
+/// keeps for it so every replica orders probes alike.
+async fn share(rt: &Runtime, spec: &TableSpec, probe: &Result<Probe, ProbeFailure>) {
+    let Some(probed_at) = rt.fleet.with_state(&spec.name, |s| s.probed_at).flatten() else {
+        return;
+    };
+    let (facts, error, error_kind) = match probe {
+        Ok(probe) => (serde_json::to_value(probe).ok(), None, None),
+        Err(failure) => (None, Some(failure.message.clone()), Some(failure.kind)),
+    };
+    let row = ProbeRow {
+        table_name: spec.name.clone(),
+        replica_id: rt.config.replica_id.clone(),
+        probed_at,
+        probe: facts,
+        error,
+        error_kind,
+        updated_at: probed_at,
+    };
+    if let Err(e) = rt.store.record_probe(&row).await {
+        warn!(table = %spec.name, error = %e, "cannot share the probe with the other replicas; they keep their last figures until the next one");
+    }
 }
 
 /// Keeps a table's erasure deadline (`retention.erasure_deadline`) without waiting for the

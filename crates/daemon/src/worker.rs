@@ -1,6 +1,7 @@
-//! The worker pool: each worker claims a job, runs it through the executor under the lease
-//! watch (`lease_watch.rs`), and records how the attempt ended (`attempt.rs`). A worker
-//! never holds a database transaction while an operation runs.
+//! The worker pool: each worker claims a job, runs it through the executor on the
+//! Delta runtime (`delta_runtime.rs`) under the lease watch (`lease_watch.rs`), and
+//! records how the attempt ended (`attempt.rs`). A worker never holds a database
+//! transaction while an operation runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
 use crate::attempt;
-use crate::executor;
+use crate::delta_runtime;
+use crate::executor::{self, ExecError};
 use crate::lease_watch;
 use crate::runtime::Runtime;
 
@@ -108,16 +110,22 @@ async fn run_claimed(
         let started = Instant::now();
         let ctx = attempt::inputs(rt, &spec, op, job.trigger).await;
         let cancel = CancellationToken::new();
+        // on the Delta runtime, so its computing never delays the lease renewals
+        let operation = delta_runtime::spawn({
+            let (spec, cancel) = (spec.clone(), cancel.clone());
+            async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
+        });
         let end = lease_watch::watch(
             &rt.store,
             &claimed.lease,
             LeaseClock::new(claim_sent, rt.config.lease),
-            executor::run(&spec, op, ctx, cancel.clone()),
+            async { operation.await.map_err(ExecError::from).and_then(|report| report) },
             hard_stop,
             spec.timeout,
         )
         .await;
-        // anything the operation spawned observes this; the future itself is dropped
+        // anything the operation spawned observes this; the operation itself was aborted
+        // when the watch dropped it
         cancel.cancel();
         let elapsed = started.elapsed();
         rt.metrics.observe_attempt_duration(op, elapsed);

@@ -60,13 +60,29 @@ pub fn run_python(code: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// moto's server, writing one line per request it answers ("METHOD path?query", decoded)
+/// to the file named by its second argument, so tests can count object-store requests.
 const MOTO: &str = r#"
-import sys
-from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]))
-server.start()
+import sys, threading, urllib.parse
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
+moto = DomainDispatcherApplication(create_backend_app)
+log = open(sys.argv[2], "a", buffering=1)
+lock = threading.Lock()
+def counted(environ, start_response):
+    query = environ.get("QUERY_STRING", "")
+    line = environ["REQUEST_METHOD"] + " " + environ.get("PATH_INFO", "")
+    if query:
+        line += "?" + query
+    with lock:
+        log.write(urllib.parse.unquote(line) + "\n")
+    return moto(environ, start_response)
+server = make_server("127.0.0.1", int(sys.argv[1]), counted, True,
+                     request_handler=MotoRequestHandler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
 sys.stdin.read()
-server.stop()
+server.shutdown()
 "#;
 
 /// Prints the rows, then leaves without interpreter teardown: deltalake's runtime threads can
@@ -104,6 +120,8 @@ pub fn python_rows(uri: &str, version: Option<u64>) -> Result<Vec<String>, Strin
 pub struct S3Server {
     child: Child,
     pub endpoint: String,
+    /// One line per request the server answered (see [`S3Server::requests`]).
+    request_log: PathBuf,
 }
 
 impl S3Server {
@@ -123,11 +141,16 @@ impl S3Server {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
+        let request_log = std::env::temp_dir().join(format!(
+            "tablekeeper-moto-{}-{port}.requests",
+            std::process::id()
+        ));
         // the server stops when its stdin closes, so it never outlives the test process
         let child = Command::new(&python)
             .arg("-c")
             .arg(MOTO)
             .arg(port.to_string())
+            .arg(&request_log)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -136,6 +159,7 @@ impl S3Server {
         let server = S3Server {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),
+            request_log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -163,9 +187,25 @@ impl S3Server {
     }
 }
 
+impl S3Server {
+    /// The requests the server answered so far whose path or query (percent-decoded)
+    /// mentions `key`, one "METHOD path?query" line each, oldest first: pass a table's key
+    /// prefix to count what reading that table cost.
+    pub fn requests(&self, key: &str) -> Result<Vec<String>, String> {
+        let text = std::fs::read_to_string(&self.request_log)
+            .map_err(|e| format!("cannot read {}: {e}", self.request_log.display()))?;
+        Ok(text
+            .lines()
+            .filter(|line| line.contains(key))
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.request_log);
     }
 }

@@ -41,8 +41,13 @@ use crate::zorder::{files_added_since, FilesAddedSince};
 /// One hour, the window of `commits_per_hour`.
 const HOUR_MS: i64 = 3_600_000;
 
-/// How often a probe re-checks that every active file exists ([`ProbeOptions::presence_every`]).
+/// How often a probe re-checks that every active file exists while the table's version
+/// moves ([`ProbeOptions::presence_every`]).
 pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(600);
+
+/// How often it re-checks a table whose version has not moved since the last check
+/// ([`ProbeOptions::presence_idle_every`]).
+pub const DEFAULT_PRESENCE_IDLE_EVERY: Duration = Duration::from_secs(6 * 3600);
 
 /// What counts as a small file, and how often files are checked for presence.
 #[derive(Debug, Clone, Copy)]
@@ -58,10 +63,17 @@ pub struct ProbeOptions {
     /// per 1,000 objects, so it is not repeated on every probe of a large table; every
     /// maintenance operation runs the check itself before it changes anything.
     pub presence_every: Duration,
+    /// The same for a table whose version has not moved since its last check (default
+    /// [`DEFAULT_PRESENCE_IDLE_EVERY`]): only someone deleting files by hand or a bucket
+    /// lifecycle rule can damage it, so an idle table's probe stays one small LIST of its
+    /// log and the listing comes a few times a day.
+    pub presence_idle_every: Duration,
     /// How long after a tablekeeper rewrite its removed files are watched for stale writes,
     /// and how far back full overwrites by other writers are listed
     /// (default [`DEFAULT_STALE_WATCH`]).
     pub stale_watch: Duration,
+    /// Now, for the presence schedule; `None` reads the system clock (tests inject one).
+    pub now: Option<Instant>,
 }
 
 impl ProbeOptions {
@@ -71,7 +83,9 @@ impl ProbeOptions {
             target_file_size,
             small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
             presence_every: DEFAULT_PRESENCE_EVERY,
+            presence_idle_every: DEFAULT_PRESENCE_IDLE_EVERY,
             stale_watch: DEFAULT_STALE_WATCH,
+            now: None,
         }
     }
 }
@@ -298,8 +312,8 @@ struct Tracked {
     /// `None` once unloaded to stay under the cap; reopened at the next probe.
     table: Option<DeltaTable>,
     history: History,
-    /// When the last damage check found every file present.
-    presence_ok_at: Option<Instant>,
+    /// When the last damage check found every file present, and at which version.
+    presence_ok_at: Option<(Instant, u64)>,
     /// `_last_checkpoint` as read at a version: re-read only when the version moves, so an
     /// idle table's probe is the one LIST of its log that finds nothing new.
     checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
@@ -423,8 +437,7 @@ impl Prober {
             Some(mut tracked) => {
                 match tracked.table.as_mut() {
                     Some(table) => {
-                        if let Err(err) = table.update_state().await {
-                            let err = DeltaError::delta(uri, "refreshing the table", err);
+                        if let Err(err) = refresh(table, uri).await {
                             *guard = Some(tracked);
                             return Err(explain_load_failure(uri, err).await);
                         }
@@ -517,6 +530,20 @@ impl Prober {
     }
 }
 
+/// Brings a loaded table up to its latest version. One LIST of the log past the loaded
+/// version first: when it finds no new commit (an idle table) that is the whole cost, where
+/// deltalake's own update would also read `_last_checkpoint`.
+async fn refresh(table: &mut DeltaTable, uri: &str) -> Result<(), DeltaError> {
+    let version = crate::prepare::loaded_version(uri, table)?;
+    if !crate::log::has_commit_after(table.object_store().as_ref(), uri, version).await? {
+        return Ok(());
+    }
+    table
+        .update_state()
+        .await
+        .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))
+}
+
 async fn probe_tracked(
     uri: &str,
     tracked: &mut Tracked,
@@ -556,16 +583,22 @@ async fn probe_tracked(
                 .or_insert(0u64) += 1;
         }
     }
-    if tracked
-        .presence_ok_at
-        .is_none_or(|at| at.elapsed() >= options.presence_every)
-    {
+    let now = options.now.unwrap_or_else(Instant::now);
+    let presence_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
+        let every = if checked == version {
+            options.presence_idle_every
+        } else {
+            options.presence_every
+        };
+        now.saturating_duration_since(at) >= every
+    });
+    if presence_due {
         tracked.presence_ok_at = None;
         // the slow, thorough pass: the damage check lists the table, and the checkpoint
         // hint is read again even if the version did not move
         tracked.checkpoint_at = None;
         crate::presence::ensure_present(table, uri, &files).await?;
-        tracked.presence_ok_at = Some(Instant::now());
+        tracked.presence_ok_at = Some((now, version));
     }
 
     let log_store = table.log_store();

@@ -87,6 +87,7 @@ mod lifecycle;
 mod model;
 mod options;
 mod postgres;
+mod probes;
 mod retry;
 mod sqlite;
 mod store;
@@ -102,6 +103,7 @@ pub use model::{
 };
 pub use options::{StoreOptions, DEFAULT_CALL_TIMEOUT};
 pub use postgres::MIGRATOR as POSTGRES_MIGRATOR;
+pub use probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 pub use retry::RetryPolicy;
 pub use sqlite::MIGRATOR as SQLITE_MIGRATOR;
 pub use store::{Backend, JobStore, StoreObserver, StoreOp};

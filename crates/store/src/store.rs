@@ -2,7 +2,8 @@
 //!
 //! What we store, and why: one row per requested job in `jobs`, one row per claim in
 //! `job_attempts`, the history of every table in `table_commits`, the stale writes found in
-//! `stale_writes` and the API's pause overrides in `table_pauses` (`migrations/*`). The
+//! `stale_writes`, the API's pause overrides in `table_pauses`, and what replicas share to
+//! split probing (`replicas`, `table_probes`; `probes.rs`) (`migrations/*`). The
 //! database enforces the two invariants (one running job per concurrency key, one queued job
 //! per table and operation) with partial unique indexes, so correctness does not depend on
 //! replicas agreeing; this driver only has to retry the races those indexes expose.
@@ -32,6 +33,7 @@ use crate::model::{
     Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,
     JobFilter, KeyWait, LastSuccess, NewJob, ReapedJob,
 };
+use crate::probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 use crate::retry::RetryPolicy;
 
 /// Which database a store talks to.
@@ -155,6 +157,19 @@ pub(crate) struct Statements {
     pub update_stale_write: &'static str,
     /// 1 table or NULL for all. Stale write columns, by table then version.
     pub stale_writes: &'static str,
+    /// 1 replica id. Marks the replica seen now.
+    pub beat_replica: &'static str,
+    /// 1 age in microseconds. Forgets replicas not seen for that long.
+    pub forget_replicas: &'static str,
+    /// 1 age in microseconds. Column `replica_id` of the replicas seen within it, by id.
+    pub live_replicas: &'static str,
+    /// 1 replica id.
+    pub leave_replica: &'static str,
+    /// 1 table, 2 replica, 3 probed_at, 4 probe JSON or NULL (keeps the stored one),
+    /// 5 error or NULL, 6 error kind or NULL. Ignored when a newer probe is stored.
+    pub record_probe: &'static str,
+    /// 1 updated after, or NULL for all. Probe columns, oldest update first.
+    pub probes_since: &'static str,
 }
 
 tablekeeper_vocab::closed_set! {
@@ -185,6 +200,10 @@ tablekeeper_vocab::closed_set! {
         HistoryGaps => "history_gaps",
         RecordStaleWrites => "record_stale_writes",
         StaleWrites => "stale_writes",
+        BeatReplica => "beat_replica",
+        LeaveReplica => "leave_replica",
+        RecordProbe => "record_probe",
+        ProbesSince => "probes_since",
     }
 }
 
@@ -1115,6 +1134,93 @@ impl JobStore {
                         over_repair: r.bool("over_repair")?,
                         repaired_by: r.opt_int("repaired_by")?,
                         detected_at: r.opt_time("detected_at")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------------ shared probing
+
+    /// Marks `replica` alive, forgets replicas unseen for [`FORGET_REPLICAS_AFTER`], and
+    /// returns the replicas seen within `live_within` (this one included), by id.
+    pub async fn beat_replica(
+        &self,
+        replica: &str,
+        live_within: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        self.measured(StoreOp::BeatReplica, async {
+            let sql = self.sql();
+            let mut tx = self.dialect.begin().await?;
+            tx.execute(sql.beat_replica, args!(replica)).await?;
+            let forget = micros(FORGET_REPLICAS_AFTER, "forget_replicas_after")?;
+            tx.execute(sql.forget_replicas, args!(forget)).await?;
+            tx.commit().await?;
+            self.dialect
+                .fetch(
+                    sql.live_replicas,
+                    args!(micros(live_within, "live_within")?),
+                )
+                .await?
+                .iter()
+                .map(|r| r.text("replica_id"))
+                .collect()
+        })
+        .await
+    }
+
+    /// Removes `replica` from the live set at once (a clean shutdown), so the others take
+    /// its tables over without waiting for it to age out.
+    pub async fn leave_replica(&self, replica: &str) -> Result<(), StoreError> {
+        self.measured(StoreOp::LeaveReplica, async {
+            self.dialect
+                .execute(self.sql().leave_replica, args!(replica))
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Stores a probe of a table for the other replicas, unless a newer one is stored. A
+    /// failed probe (`probe` is `None`) keeps the stored facts and records the error.
+    pub async fn record_probe(&self, row: &ProbeRow) -> Result<(), StoreError> {
+        self.measured(StoreOp::RecordProbe, async {
+            let args = args!(
+                row.table_name.as_str(),
+                row.replica_id.as_str(),
+                row.probed_at,
+                Arg::Json(row.probe.clone()),
+                row.error.as_deref(),
+                row.error_kind.map(|k| k.as_str())
+            );
+            self.dialect
+                .execute(self.sql().record_probe, args)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Probes stored after `after` (all when `None`), oldest update first.
+    pub async fn probes_since(
+        &self,
+        after: Option<DateTime<Utc>>,
+    ) -> Result<Vec<ProbeRow>, StoreError> {
+        self.measured(StoreOp::ProbesSince, async {
+            self.dialect
+                .fetch(self.sql().probes_since, args!(after))
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(ProbeRow {
+                        table_name: r.text("table_name")?,
+                        replica_id: r.text("replica_id")?,
+                        probed_at: r.time("probed_at")?,
+                        probe: r.opt_json("probe")?,
+                        error: r.opt_text("error")?,
+                        error_kind: r.opt_parsed("error_kind")?,
+                        updated_at: r.time("updated_at")?,
                     })
                 })
                 .collect()

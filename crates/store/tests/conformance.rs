@@ -59,6 +59,8 @@ conformance!(
     failure_streaks_count_every_replicas_failures_since_the_last_success,
     one_cron_tick_makes_one_job_even_after_it_started,
     pauses_are_shared_and_last_write_wins,
+    replicas_beat_leave_and_age_out,
+    probes_are_shared_newest_first_and_keep_the_last_good_facts,
 );
 
 mod suite {
@@ -1120,5 +1122,103 @@ mod suite {
             [("a".to_owned(), false), ("b".to_owned(), true)],
             "one override per table, the last one written, by table name"
         );
+    }
+
+    pub async fn replicas_beat_leave_and_age_out(store: &JobStore) {
+        let live = Duration::from_secs(30);
+        assert_eq!(store.beat_replica("r2", live).await.unwrap(), ["r2"]);
+        assert_eq!(store.beat_replica("r1", live).await.unwrap(), ["r1", "r2"]);
+        // a beat again changes nothing but the time
+        assert_eq!(store.beat_replica("r1", live).await.unwrap(), ["r1", "r2"]);
+        store.leave_replica("r2").await.unwrap();
+        assert_eq!(store.beat_replica("r1", live).await.unwrap(), ["r1"]);
+        store.beat_replica("r3", live).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // r3 has not beaten within the last 200 ms: no longer live; r1 just did
+        assert_eq!(
+            store
+                .beat_replica("r1", Duration::from_millis(200))
+                .await
+                .unwrap(),
+            ["r1"]
+        );
+    }
+
+    pub async fn probes_are_shared_newest_first_and_keep_the_last_good_facts(store: &JobStore) {
+        use tablekeeper_store::ProbeRow;
+        use tablekeeper_vocab::ProbeFailureKind;
+        assert!(store.probes_since(None).await.unwrap().is_empty());
+        let base = Utc::now() - chrono::Duration::seconds(100);
+        let at = |s: i64| base + chrono::Duration::seconds(s);
+        let row = |table: &str, replica: &str, probed_at, probe, error: Option<&str>| ProbeRow {
+            table_name: table.to_owned(),
+            replica_id: replica.to_owned(),
+            probed_at,
+            probe,
+            error: error.map(str::to_owned),
+            error_kind: error.map(|_| ProbeFailureKind::Transient),
+            updated_at: Utc::now(),
+        };
+        store
+            .record_probe(&row("a", "r1", at(1), Some(json!({"version": 1})), None))
+            .await
+            .unwrap();
+        store
+            .record_probe(&row("b", "r2", at(2), Some(json!({"version": 7})), None))
+            .await
+            .unwrap();
+        let all = store.probes_since(None).await.unwrap();
+        assert_eq!(
+            all.iter()
+                .map(|r| r.table_name.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"],
+            "oldest update first"
+        );
+        let watermark = all[1].updated_at;
+        assert!(store
+            .probes_since(Some(watermark))
+            .await
+            .unwrap()
+            .is_empty());
+        // a failed probe of `a` keeps its facts and records why (a few ms later: SQLite
+        // keeps milliseconds, and the reader re-reads an overlap for rows within one)
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store
+            .record_probe(&row("a", "r2", at(3), None, Some("timed out")))
+            .await
+            .unwrap();
+        let newer = store.probes_since(Some(watermark)).await.unwrap();
+        assert_eq!(newer.len(), 1, "{newer:?}");
+        let a = &newer[0];
+        assert_eq!((a.table_name.as_str(), a.replica_id.as_str()), ("a", "r2"));
+        assert_eq!(
+            a.probe,
+            Some(json!({"version": 1})),
+            "the last good facts stay"
+        );
+        assert_eq!(a.error.as_deref(), Some("timed out"));
+        assert_eq!(a.error_kind, Some(ProbeFailureKind::Transient));
+        assert_eq!(a.probed_at.timestamp_millis(), at(3).timestamp_millis());
+        // an older probe arriving late is ignored; a newer success clears the error
+        store
+            .record_probe(&row("a", "r1", at(2), Some(json!({"version": 0})), None))
+            .await
+            .unwrap();
+        let a = store.probes_since(None).await.unwrap();
+        let a = a.iter().find(|r| r.table_name == "a").unwrap();
+        assert_eq!(
+            a.probe,
+            Some(json!({"version": 1})),
+            "an older probe never wins"
+        );
+        store
+            .record_probe(&row("a", "r1", at(4), Some(json!({"version": 2})), None))
+            .await
+            .unwrap();
+        let a = store.probes_since(None).await.unwrap();
+        let a = a.iter().find(|r| r.table_name == "a").unwrap();
+        assert_eq!(a.probe, Some(json!({"version": 2})));
+        assert_eq!((a.error.as_deref(), a.error_kind), (None, None));
     }
 }

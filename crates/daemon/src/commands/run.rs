@@ -1,5 +1,5 @@
 //! `tablekeeper run`: assembles a replica — job store, fleet state, cron schedules,
-//! workers, reaper, refresher, inventory reloads and HTTP — and drains it on
+//! workers, reaper, refresher, probe sharing, inventory reloads and HTTP — and drains it on
 //! SIGTERM/SIGINT.
 //!
 //! Shutdown order: mutating routes refuse (and `/readyz` turns 503), workers stop
@@ -100,6 +100,7 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
                 max: config.max_probe_interval,
             },
             loaded_snapshots: config.loaded_snapshots,
+            clock: crate::fleet::Clock::default(),
         },
     ));
     crate::publish::inventory(&metrics, &fleet, &InventoryChange::default());
@@ -142,11 +143,19 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         "tablekeeper started"
     );
 
+    // who else probes, and what they last saw, before this replica's first probe round
+    let mut sharing = background::Sharing::default();
+    sharing.pass(&rt).await;
     let background_stop = rt.shutdown.clone();
     let reaper = rt.spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
     let refresher = rt.spawn(background::refresher(
         Arc::clone(&rt),
         background_stop.clone(),
+    ));
+    let sharing = rt.spawn(background::share_probes(
+        Arc::clone(&rt),
+        background_stop.clone(),
+        sharing,
     ));
 
     let stop_claiming = CancellationToken::new();
@@ -203,6 +212,11 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     rt.shutdown.cancel();
     let _ = reaper.await;
     let _ = refresher.await;
+    let _ = sharing.await;
+    // the others take this replica's tables over now rather than when it ages out
+    if let Err(e) = rt.store.leave_replica(&rt.config.replica_id).await {
+        warn!(error = %e, "cannot leave the live replicas; the others take its tables over once it ages out");
+    }
     http_stop.cancel();
     match http_task.await {
         Ok(Ok(())) => {}

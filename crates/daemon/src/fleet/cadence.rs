@@ -64,6 +64,42 @@ impl Cadence {
     }
 }
 
+/// The clock probe timing reads: tokio's, moved forward by whatever a test adds to it (an
+/// injected clock: a simulated day of probing passes in a minute).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Clock {
+    /// Milliseconds added to tokio's clock; `None` in production.
+    skew: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl Clock {
+    pub(crate) fn now(&self) -> Instant {
+        let now = Instant::now();
+        match &self.skew {
+            Some(skew) => {
+                now + Duration::from_millis(skew.load(std::sync::atomic::Ordering::SeqCst))
+            }
+            None => now,
+        }
+    }
+
+    /// A clock that moves only when [`Clock::advance`] moves it (besides real time).
+    #[cfg(test)]
+    pub(crate) fn manual() -> Self {
+        Clock {
+            skew: Some(std::sync::Arc::default()),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn advance(&self, by: Duration) {
+        if let Some(skew) = &self.skew {
+            let millis = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+            skew.fetch_add(millis, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 /// `active × 2^idle_probes`, capped at `max` (and never under `active`).
 fn wait(idle_probes: u32, intervals: ProbeIntervals) -> Duration {
     let factor = 1u32.checked_shl(idle_probes.min(31)).unwrap_or(u32::MAX);

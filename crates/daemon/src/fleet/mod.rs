@@ -2,11 +2,13 @@
 //! and the pure views built from them (`view.rs`: health, staleness, decisions; `drift.rs`).
 //!
 //! It holds state only: it owns no metrics (the publisher turns its views into gauges), never
-//! mutates a table and never talks to the job store.
+//! mutates a table and never talks to the job store (what other replicas probed arrives
+//! through `sharing.rs`, from the background loop that reads it).
 
 mod cadence;
 mod drift;
 mod erasure;
+mod sharing;
 mod state;
 mod view;
 
@@ -15,16 +17,17 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use backon::Retryable as _;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound as _, Utc};
 use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_vocab::ProbeFailureKind;
 
 use cadence::Seen;
 
-pub(crate) use cadence::{ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
+pub(crate) use cadence::{Clock, ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
 pub(crate) use erasure::{applies, deadline_at_risk, erasure_pending, uses_deletion_vectors};
+pub(crate) use sharing::REPLICA_TTL;
 pub(crate) use state::{last_success, staleness, TableState};
 pub(crate) use view::{Health, TableView};
 
@@ -72,15 +75,21 @@ pub(crate) struct InventoryChange {
 pub(crate) struct Fleet {
     inventory: RwLock<Arc<Inventory>>,
     tables: RwLock<BTreeMap<String, TableState>>,
-    prober: Prober,
+    /// Shared with the probes running on the Delta runtime.
+    prober: Arc<Prober>,
     intervals: ProbeIntervals,
+    /// Who else probes (`sharing.rs`); unknown until the job store confirms it.
+    peers: RwLock<sharing::Peers>,
+    clock: Clock,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct FleetOptions {
     pub intervals: ProbeIntervals,
     pub loaded_snapshots: usize,
+    /// What probe timing reads (tests move it forward).
+    pub clock: Clock,
 }
 
 impl FleetOptions {
@@ -93,6 +102,7 @@ impl FleetOptions {
                 max: Duration::from_secs(86_400),
             },
             loaded_snapshots: 1,
+            clock: Clock::default(),
         }
     }
 }
@@ -106,8 +116,10 @@ impl Fleet {
                 sources: Vec::new(),
             })),
             tables: RwLock::new(BTreeMap::new()),
-            prober: Prober::with_loaded_snapshots(options.loaded_snapshots),
+            prober: Arc::new(Prober::with_loaded_snapshots(options.loaded_snapshots)),
             intervals: options.intervals,
+            peers: RwLock::default(),
+            clock: options.clock,
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -180,14 +192,35 @@ impl Fleet {
     pub(crate) async fn probe(&self, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
         let options = ProbeOptions {
             stale_watch: crate::executor::stale_watch(spec),
+            now: Some(self.clock.now().into_std()),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
-        let result = (|| self.prober.probe(&spec.path, &options))
-            .retry(PROBE_RETRY)
-            .when(|e| failure_kind(e) == ProbeFailureKind::Transient)
-            .await;
-        let now = Utc::now();
-        let probed = tokio::time::Instant::now();
+        // on the Delta runtime: a log replay computes without yielding for as long as the
+        // log is big, and must not hold the threads that renew leases and answer HTTP
+        let loaded = crate::delta_runtime::spawn({
+            let (prober, uri) = (Arc::clone(&self.prober), spec.path.clone());
+            async move {
+                (|| prober.probe(&uri, &options))
+                    .retry(PROBE_RETRY)
+                    .when(|e| failure_kind(e) == ProbeFailureKind::Transient)
+                    .await
+            }
+        })
+        .await;
+        let result = match loaded {
+            Ok(result) => result.map_err(|e| ProbeFailure {
+                kind: failure_kind(&e),
+                message: e.to_string(),
+            }),
+            Err(crashed) => Err(ProbeFailure {
+                kind: ProbeFailureKind::Transient,
+                message: format!("the probe {crashed}"),
+            }),
+        };
+        // whole milliseconds: what both job stores keep, so every replica that reads this
+        // probe back shows the very same time
+        let now = Utc::now().trunc_subsecs(3);
+        let probed = self.clock.now();
         match result {
             Ok(probe) => {
                 self.update_state(&spec.name, |s| {
@@ -203,11 +236,7 @@ impl Fleet {
                 });
                 Ok(probe)
             }
-            Err(e) => {
-                let failure = ProbeFailure {
-                    kind: failure_kind(&e),
-                    message: e.to_string(),
-                };
+            Err(failure) => {
                 tracing::warn!(table = %spec.name, kind = failure.kind.as_str(), error = %failure.message, "table probe failed");
                 self.update_state(&spec.name, |s| {
                     s.cadence = s.cadence.after_probe(Seen::Moved, probed, self.intervals);
@@ -220,16 +249,17 @@ impl Fleet {
         }
     }
 
-    /// The tables whose next probe is due (every table before its first probe), in
-    /// inventory order.
+    /// The tables this replica probes whose next probe is due (every table before its
+    /// first probe), in inventory order.
     pub(crate) fn due_for_probe(&self) -> Vec<TableSpec> {
-        let now = tokio::time::Instant::now();
+        let now = self.clock.now();
         let inventory = self.inventory();
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         inventory
             .tables
             .iter()
             .filter(|spec| tables.get(&spec.name).is_none_or(|s| s.cadence.due(now)))
+            .filter(|spec| self.probes_here(&spec.name, now))
             .cloned()
             .collect()
     }

@@ -34,6 +34,7 @@ async fn a_missing_data_file_is_reported_and_the_table_is_never_maintained() {
     prober.probe(&t.uri, &lazy).await.expect("intact table");
     let options = ProbeOptions {
         presence_every: Duration::ZERO,
+        presence_idle_every: Duration::ZERO,
         ..lazy
     };
 

@@ -171,4 +171,21 @@ pub(super) const STATEMENTS: Statements = Statements {
            detected_at \
          FROM stale_writes WHERE ($1::TEXT IS NULL OR table_name = $1) \
          ORDER BY table_name, version",
+    beat_replica: "INSERT INTO replicas (replica_id) VALUES ($1) \
+         ON CONFLICT (replica_id) DO UPDATE SET seen_at = clock_timestamp()",
+    forget_replicas: "DELETE FROM replicas \
+         WHERE seen_at < clock_timestamp() - $1 * interval '1 microsecond'",
+    live_replicas: "SELECT replica_id FROM replicas \
+         WHERE seen_at > clock_timestamp() - $1 * interval '1 microsecond' ORDER BY replica_id",
+    leave_replica: "DELETE FROM replicas WHERE replica_id = $1",
+    record_probe: "INSERT INTO table_probes \
+           (table_name, replica_id, probed_at, probe, error, error_kind) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (table_name) DO UPDATE SET replica_id = excluded.replica_id, \
+           probed_at = excluded.probed_at, probe = COALESCE(excluded.probe, table_probes.probe), \
+           error = excluded.error, error_kind = excluded.error_kind, updated_at = clock_timestamp() \
+         WHERE table_probes.probed_at <= excluded.probed_at",
+    probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
+         FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1) \
+         ORDER BY updated_at, table_name",
 };
