@@ -12,7 +12,7 @@ mod sharing;
 mod state;
 mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -70,10 +70,38 @@ pub(crate) struct InventoryChange {
     pub owner_changed: Vec<(String, String)>,
 }
 
+/// The inventory with its tables indexed by name (looked up per job, tick and request).
+#[derive(Debug, Default)]
+struct Indexed {
+    inventory: Arc<Inventory>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Indexed {
+    fn new(inventory: Inventory) -> Self {
+        let by_name = inventory
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| (spec.name.clone(), i))
+            .collect();
+        Indexed {
+            inventory: Arc::new(inventory),
+            by_name,
+        }
+    }
+
+    fn table(&self, name: &str) -> Option<&TableSpec> {
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.inventory.tables.get(i))
+    }
+}
+
 /// The shared fleet state of one replica.
 #[derive(Debug)]
 pub(crate) struct Fleet {
-    inventory: RwLock<Arc<Inventory>>,
+    inventory: RwLock<Arc<Indexed>>,
     tables: RwLock<BTreeMap<String, TableState>>,
     /// Shared with the probes running on the Delta runtime.
     prober: Arc<Prober>,
@@ -111,10 +139,7 @@ impl Fleet {
     /// A fleet with `inventory` loaded; every table starts unknown and due for a probe.
     pub(crate) fn new(inventory: Inventory, options: FleetOptions) -> Self {
         let fleet = Self {
-            inventory: RwLock::new(Arc::new(Inventory {
-                tables: Vec::new(),
-                sources: Vec::new(),
-            })),
+            inventory: RwLock::default(),
             tables: RwLock::new(BTreeMap::new()),
             prober: Arc::new(Prober::with_loaded_snapshots(options.loaded_snapshots)),
             intervals: options.intervals,
@@ -126,13 +151,16 @@ impl Fleet {
     }
 
     pub(crate) fn inventory(&self) -> Arc<Inventory> {
+        Arc::clone(&self.indexed().inventory)
+    }
+
+    fn indexed(&self) -> Arc<Indexed> {
         Arc::clone(&self.inventory.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The effective spec of a table: the inventory entry with an API pause applied.
     pub(crate) fn spec(&self, name: &str) -> Option<TableSpec> {
-        let inv = self.inventory();
-        let mut spec = inv.table(name)?.clone();
+        let mut spec = self.indexed().table(name)?.clone();
         if let Some(paused) = self.with_state(name, |s| s.paused_by_api).flatten() {
             spec.paused = paused;
         }
@@ -143,10 +171,11 @@ impl Fleet {
     /// everything the prober held for them, new ones start unknown.
     pub(crate) fn replace_inventory(&self, inventory: Inventory) -> InventoryChange {
         let old = self.inventory();
+        let new = Indexed::new(inventory);
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         let mut change = InventoryChange::default();
         for spec in &old.tables {
-            match inventory.table(&spec.name) {
+            match new.table(&spec.name) {
                 None => {
                     tables.remove(&spec.name);
                     self.prober.forget(&spec.path);
@@ -158,14 +187,14 @@ impl Fleet {
                 Some(_) => {}
             }
         }
-        for spec in &inventory.tables {
+        for spec in &new.inventory.tables {
             if !tables.contains_key(&spec.name) {
                 tables.insert(spec.name.clone(), TableState::default());
                 change.added.push(spec.name.clone());
             }
         }
         drop(tables);
-        *self.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(inventory);
+        *self.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
         change
     }
 
@@ -298,7 +327,7 @@ impl Fleet {
 
     /// The API/dashboard view of one table.
     pub(crate) fn view(&self, name: &str, now: DateTime<Utc>) -> Option<TableView> {
-        let inventory = self.inventory();
+        let inventory = self.indexed();
         let spec = inventory.table(name)?;
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         Some(view_of(spec, tables.get(name), now))
