@@ -17,6 +17,8 @@
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_ONLY                     space-separated subset of "jobs compact growth probe fleet"
+#   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
+#   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
 #   BENCH_COMPACT_ROWS             rows per file of the compaction table (default 2000: 400 files, 15 MB;
 #                                  20000 gives about 150 MB)
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
@@ -234,8 +236,10 @@ fi
 # fleet: the real binary with growing inventories --------------------------------------------
 if wants fleet; then
   echo "== tk-bench fleet (tablekeeper run, $PROFILE build)" >&2
+  FLEET_ARGS=(--replicas "${BENCH_FLEET_REPLICAS:-1}")
+  [[ -n "${BENCH_FLEET_SIZES:-}" ]] && FLEET_ARGS+=(--sizes "$BENCH_FLEET_SIZES")
   TABLEKEEPER_TEST_DATABASE_URL="$PG_URL" "$TK_BENCH" fleet $SMOKE --dir bench-data/fleet \
-    --tablekeeper "$TABLEKEEPER" --out "$RESULTS/fleet.json" >/dev/null
+    --tablekeeper "$TABLEKEEPER" "${FLEET_ARGS[@]}" --out "$RESULTS/fleet.json" >/dev/null
   # peak memory of loading each inventory alone (GNU time's %M, in KB), when installed
   if [[ -x /usr/bin/time ]]; then
     echo "== tablekeeper validate peak RSS (/usr/bin/time)" >&2
@@ -372,7 +376,8 @@ if fleet:
     summary["fleet"] = [{"tables": s["tables"], "rss_settled_mb": s["replica"]["rss_settled_mb"]} for s in sizes]
     biggest = sizes[-1]
     goals[f"idle RSS <= 150 MB at {biggest['tables']} tables"] = biggest["replica"]["rss_settled_mb"] <= 150
-    print("| fleet, one replica | " + " | ".join(f"{s['tables']:,} tables" for s in sizes) + " |")
+    replicas = fleet.get("replicas", 1)
+    print(f"| fleet, {replicas} replica(s) (figures of the first) | " + " | ".join(f"{s['tables']:,} tables" for s in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     row = lambda label, f: print(f"| {label} | " + " | ".join(f(s) for s in sizes) + " |")
     row("tablekeeper validate", lambda s: f"{s['validate_seconds']:.2f} s")
@@ -381,10 +386,13 @@ if fleet:
     row("start to every table probed", lambda s: f"{s['replica']['first_probe_round_seconds']:.1f} s")
     row("RSS at ready", lambda s: f"{s['replica']['rss_ready_mb']:.0f} MB")
     row("idle RSS (settled)", lambda s: f"{s['replica']['rss_settled_mb']:.0f} MB")
+    if replicas > 1:
+        row("idle RSS of each replica", lambda s: ", ".join(f"{m:.0f}" for m in s['replica']['rss_settled_mb_per_replica']) + " MB")
     row("peak RSS", lambda s: f"{s['replica']['rss_peak_mb']:.0f} MB")
     row("idle CPU", lambda s: f"{100 * s['replica']['idle_cpu_seconds'] / s['replica']['idle_window_seconds']:.0f}% of a core")
     row("/metrics scrape (median of 5)", lambda s: f"{s['replica']['metrics_scrape_seconds'] * 1000:.0f} ms")
     row("/metrics size", lambda s: f"{s['replica']['metrics_bytes'] / 1024:.0f} KiB, {s['replica']['metrics_series']:,} series")
+    row("dashboard front page GET / (median of 5)", lambda s: f"{s['replica']['dashboard_seconds'] * 1000:.0f} ms, {s['replica']['dashboard_bytes'] / 1024:.0f} KiB")
     row("enqueue one job per table, Postgres", lambda s: f"{s['enqueue_postgres']['seconds']:.2f} s ({s['enqueue_postgres']['jobs_per_sec']:.0f}/s)")
     row("enqueue one job per table, SQLite", lambda s: f"{s['enqueue_sqlite']['seconds']:.2f} s ({s['enqueue_sqlite']['jobs_per_sec']:.0f}/s)")
     vrss = load("fleet-validate-rss.json")

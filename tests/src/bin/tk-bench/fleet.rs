@@ -1,5 +1,6 @@
-//! `tk-bench fleet`: one replica of the real `tablekeeper` binary against inventories of
-//! growing size (default 10, 1,000 and 10,000 tables; smoke 10 and 100).
+//! `tk-bench fleet`: replicas of the real `tablekeeper` binary (one by default, `--replicas
+//! N` on one job store) against inventories of growing size (default 10, 1,000 and 10,000
+//! tables; smoke 10 and 100).
 //!
 //! The tables are tiny real Delta tables: one template (one commit, one data file,
 //! unpartitioned) is written with the delta crate's fixtures, and every fleet table is a
@@ -9,10 +10,10 @@
 //! - `tablekeeper validate` wall time;
 //! - start-up: process start to `/readyz` 200, and to the "tablekeeper started" log line
 //!   (after the cron schedules are registered);
-//! - the first probe round: process start until every table has a probe
-//!   (`tablekeeper_table_version` series count);
+//! - the first probe round: process start until every table has a probe on every replica
+//!   (`tablekeeper_table_version` series count; replicas share the probing);
 //! - RSS at ready and after settling (after the first probe round and a pause), peak RSS,
-//!   and CPU used while idle;
+//!   and CPU used while idle (the first replica's; settled RSS and idle CPU of each);
 //! - `/metrics` scrape time (median of 5) and size;
 //! - the dashboard's front page and one table's page: time (median of 5) and size;
 //! - enqueueing one job per table through the store API (`connect` + `enqueue`) on a
@@ -67,6 +68,7 @@ pub async fn bench_fleet(args: &Args) -> Result<Value> {
     let settle = Duration::from_secs(if args.smoke { 1 } else { 5 });
     let idle_window = Duration::from_secs(if args.smoke { 2 } else { 10 });
     let largest = sizes.iter().copied().max().unwrap_or(0);
+    let replicas = args.replicas.unwrap_or(1).max(1);
 
     let dir = fresh_dir(dir)?;
     let t = Instant::now();
@@ -80,7 +82,16 @@ pub async fn bench_fleet(args: &Args) -> Result<Value> {
     for &n in &sizes {
         let inventory = dir.join(format!("inventory-{n}.yaml"));
         write_inventory(&inventory, &tables[..n])?;
-        let figures = measure_size(binary, &dir, &inventory, n, settle, idle_window).await?;
+        let run = Run {
+            binary,
+            dir: &dir,
+            inventory: &inventory,
+            tables: n,
+            replicas,
+            settle,
+            idle_window,
+        };
+        let figures = measure_size(&run).await?;
         results.push(figures);
     }
     let prober = prober_memory(&tables).await?;
@@ -89,6 +100,7 @@ pub async fn bench_fleet(args: &Args) -> Result<Value> {
         "tablekeeper": binary,
         "prober_in_process": prober,
         "tables": "hard-linked copies of one unpartitioned template table (1 commit, 1 file)",
+        "replicas": replicas,
         "sizes": results,
     }))
 }
@@ -155,14 +167,19 @@ fn write_inventory(path: &Path, tables: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-async fn measure_size(
-    binary: &Path,
-    dir: &Path,
-    inventory: &Path,
-    n: usize,
+/// One measurement: `replicas` replicas of `binary` on an inventory of `tables` tables.
+struct Run<'a> {
+    binary: &'a Path,
+    dir: &'a Path,
+    inventory: &'a Path,
+    tables: usize,
+    replicas: usize,
     settle: Duration,
     idle_window: Duration,
-) -> Result<Value> {
+}
+
+async fn measure_size(run: &Run<'_>) -> Result<Value> {
+    let (binary, inventory, n) = (run.binary, run.inventory, run.tables);
     // validate
     let t = Instant::now();
     let out = Command::new(binary)
@@ -179,7 +196,7 @@ async fn measure_size(
     }
 
     let db = TestDatabase::create().await?;
-    let replica = run_replica(binary, dir, inventory, n, &db.url, settle, idle_window).await;
+    let replica = run_replicas(run, &db.url).await;
     let enqueue_pg = enqueue_all(&db.url, n).await;
     db.drop_db().await?;
     let replica = replica?;
@@ -192,7 +209,8 @@ async fn measure_size(
     let enqueue_sqlite = enqueue_all(&sqlite_url, n).await?;
 
     eprintln!(
-        "fleet {n:>5}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | / {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
+        "fleet {n:>5} x{}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | / {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
+        run.replicas,
         replica["ready_seconds"].as_f64().unwrap_or(0.0),
         replica["started_log_seconds"].as_f64().unwrap_or(0.0),
         replica["first_probe_round_seconds"].as_f64().unwrap_or(0.0),
@@ -213,136 +231,99 @@ async fn measure_size(
     }))
 }
 
-/// Kills the replica if the measurement fails halfway (a normal run stops it with SIGTERM).
-struct Replica(Child);
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-async fn run_replica(
-    binary: &Path,
-    dir: &Path,
-    inventory: &Path,
-    n: usize,
-    database_url: &str,
-    settle: Duration,
-    idle_window: Duration,
-) -> Result<Value> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
-    let log_path = dir.join(format!("replica-{n}.log"));
-    let log = std::fs::File::create(&log_path)?;
+/// Starts the replicas, waits for them, measures, and stops them with SIGTERM; the figures
+/// of the first replica, with each replica's settled RSS and idle CPU beside them.
+async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
+    let n = run.tables;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
-
     let started = Instant::now();
-    let child = Command::new(binary)
-        .arg("run")
-        .env("TABLEKEEPER_DATABASE_URL", database_url)
-        .env("TABLEKEEPER_INVENTORY", inventory)
-        .env("TABLEKEEPER_LISTEN", format!("127.0.0.1:{port}"))
-        .env("TABLEKEEPER_PROBE_INTERVAL", "1h")
-        .env("TABLEKEEPER_WORKERS", "2")
-        .env("TABLEKEEPER_SHUTDOWN_GRACE", "10s")
-        // the binary's default log filter; plain text so the log can be searched
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting tablekeeper run")?;
-    let mut replica = Replica(child);
-    let pid = replica.0.id();
-    let pid_str = pid.to_string();
+    let mut replicas = Vec::with_capacity(run.replicas);
+    for i in 0..run.replicas {
+        replicas.push(start_replica(run, database_url, i)?);
+    }
+    let first = &replicas[0];
+    let base = first.base.clone();
+    let pid_str = first.child.id().to_string();
 
-    // process start -> /readyz 200
-    let ready_secs = loop {
-        if let Ok(resp) = client.get(format!("{base}/readyz")).send().await {
-            if resp.status().is_success() {
-                break secs(started);
-            }
-        }
-        if let Ok(Some(status)) = replica.0.try_wait() {
-            bail!(
-                "tablekeeper run exited with {status} before it was ready; see {}",
-                log_path.display()
-            );
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            bail!(
-                "no /readyz 200 within {READY_TIMEOUT:?}; see {}",
-                log_path.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    // process start -> /readyz 200, the first replica's (then every other's)
+    let mut ready_secs = None;
+    for replica in &mut replicas {
+        let ready = wait_ready(&client, replica, started).await?;
+        ready_secs.get_or_insert(ready);
+    }
+    let ready_secs = ready_secs.unwrap_or_default();
     let rss_ready_kb = proc_status_kb(&pid_str, "VmRSS").unwrap_or(0);
 
     // the schedules are registered once the "tablekeeper started" line is logged
     let started_log_secs = loop {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let text = std::fs::read_to_string(&replicas[0].log).unwrap_or_default();
         if text.contains("tablekeeper started") {
             break secs(started);
         }
         if started.elapsed() > READY_TIMEOUT {
             bail!(
                 "no \"tablekeeper started\" log line within {READY_TIMEOUT:?}; see {}",
-                log_path.display()
+                replicas[0].log.display()
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
 
-    // the first probe round: every table has a tablekeeper_table_version series
+    // the first probe round: every table has a tablekeeper_table_version series on every
+    // replica (each probes its share and takes the others' from the job store)
     let round_timeout = PROBE_ROUND_TIMEOUT_PER_1000 * u32::try_from(n / 1000 + 1)?;
-    let (probe_round_secs, probe_failures) = loop {
-        let body = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await?
-            .text()
-            .await?;
-        let probed = body
-            .lines()
-            .filter(|l| l.starts_with("tablekeeper_table_version{"))
-            .count();
-        let failed = body
-            .lines()
-            .filter(|l| l.starts_with("tablekeeper_table_probe_failures_total{"))
-            .filter(|l| !l.ends_with(" 0"))
-            .count();
-        if probed + failed >= n {
-            break (secs(started), failed);
+    for replica in &replicas {
+        loop {
+            let body = client
+                .get(format!("{}/metrics", replica.base))
+                .send()
+                .await?
+                .text()
+                .await?;
+            let probed = body
+                .lines()
+                .filter(|l| l.starts_with("tablekeeper_table_version{"))
+                .count();
+            let failed = body
+                .lines()
+                .filter(|l| l.starts_with("tablekeeper_table_probe_failures_total{"))
+                .filter(|l| !l.ends_with(" 0"))
+                .count();
+            if failed > 0 {
+                bail!(
+                    "{failed} of {n} tables failed their probe; see {}",
+                    replica.log.display()
+                );
+            }
+            if probed >= n {
+                break;
+            }
+            if started.elapsed() > round_timeout {
+                bail!(
+                    "only {probed} of {n} tables probed after {round_timeout:?}; see {}",
+                    replica.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(if n > 1000 { 1000 } else { 100 })).await;
         }
-        if started.elapsed() > round_timeout {
-            bail!(
-                "only {probed} of {n} tables probed after {round_timeout:?}; see {}",
-                log_path.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(if n > 1000 { 1000 } else { 100 })).await;
-    };
-    if probe_failures > 0 {
-        bail!(
-            "{probe_failures} of {n} tables failed their probe; see {}",
-            log_path.display()
-        );
     }
+    let probe_round_secs = secs(started);
 
-    tokio::time::sleep(settle).await;
-    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
-    tokio::time::sleep(idle_window).await;
-    let cpu_idle = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
-    let rss_settled_kb = proc_status_kb(&pid_str, "VmRSS").unwrap_or(0);
+    tokio::time::sleep(run.settle).await;
+    let pids: Vec<u32> = replicas.iter().map(|r| r.child.id()).collect();
+    let cpu_before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p).unwrap_or(0.0)).collect();
+    tokio::time::sleep(run.idle_window).await;
+    let cpu_idle: Vec<f64> = pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|(&p, before)| cpu_seconds(p).unwrap_or(0.0) - before)
+        .collect();
+    let rss_settled_mb: Vec<f64> = pids
+        .iter()
+        .map(|p| proc_status_kb(&p.to_string(), "VmRSS").unwrap_or(0) as f64 / 1024.0)
+        .collect();
 
     let mut scrape_secs = Vec::new();
     let mut metrics_bytes = 0;
@@ -392,26 +373,32 @@ async fn run_replica(
 
     // stop with SIGTERM, as Kubernetes would
     let t = Instant::now();
-    let _ = Command::new("kill").arg("-TERM").arg(&pid_str).status();
+    for pid in &pids {
+        let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    }
     let mut stop_secs = None;
     while t.elapsed() < Duration::from_secs(30) {
-        if let Ok(Some(_)) = replica.0.try_wait() {
+        if let Ok(Some(_)) = replicas[0].child.try_wait() {
             stop_secs = Some(secs(t));
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(replica);
+    let log = replicas[0].log.clone();
+    drop(replicas);
 
     Ok(json!({
+        "replicas": run.replicas,
         "ready_seconds": ready_secs,
         "started_log_seconds": started_log_secs,
         "first_probe_round_seconds": probe_round_secs,
         "rss_ready_mb": rss_ready_kb as f64 / 1024.0,
-        "rss_settled_mb": rss_settled_kb as f64 / 1024.0,
+        "rss_settled_mb": rss_settled_mb[0],
+        "rss_settled_mb_per_replica": rss_settled_mb,
         "rss_peak_mb": rss_peak_kb as f64 / 1024.0,
-        "idle_cpu_seconds": cpu_idle,
-        "idle_window_seconds": idle_window.as_secs_f64(),
+        "idle_cpu_seconds": cpu_idle[0],
+        "idle_cpu_seconds_per_replica": cpu_idle,
+        "idle_window_seconds": run.idle_window.as_secs_f64(),
         "metrics_scrape_seconds": median(&scrape_secs),
         "metrics_bytes": metrics_bytes,
         "metrics_series": series,
@@ -419,8 +406,82 @@ async fn run_replica(
         "dashboard_bytes": page_bytes,
         "table_page_seconds": median(&table_page_secs),
         "sigterm_to_exit_seconds": stop_secs,
-        "log": log_path,
+        "log": log,
     }))
+}
+
+/// A running replica: killed when dropped if still running (a normal run stops it with
+/// SIGTERM first).
+struct Replica {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn start_replica(run: &Run<'_>, database_url: &str, index: usize) -> Result<Replica> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let log = run.dir.join(format!("replica-{}-{index}.log", run.tables));
+    let log_file = std::fs::File::create(&log)?;
+    let child = Command::new(run.binary)
+        .arg("run")
+        .env("TABLEKEEPER_DATABASE_URL", database_url)
+        .env("TABLEKEEPER_INVENTORY", run.inventory)
+        .env("TABLEKEEPER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TABLEKEEPER_REPLICA_ID", format!("bench-{index}"))
+        .env("TABLEKEEPER_PROBE_INTERVAL", "1h")
+        .env("TABLEKEEPER_WORKERS", "2")
+        .env("TABLEKEEPER_SHUTDOWN_GRACE", "10s")
+        // the binary's default log filter; plain text so the log can be searched
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .context("starting tablekeeper run")?;
+    Ok(Replica {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    })
+}
+
+/// Seconds from `started` until the replica's `/readyz` answers 200.
+async fn wait_ready(
+    client: &reqwest::Client,
+    replica: &mut Replica,
+    started: Instant,
+) -> Result<f64> {
+    loop {
+        if let Ok(resp) = client.get(format!("{}/readyz", replica.base)).send().await {
+            if resp.status().is_success() {
+                return Ok(secs(started));
+            }
+        }
+        if let Ok(Some(status)) = replica.child.try_wait() {
+            bail!(
+                "tablekeeper run exited with {status} before it was ready; see {}",
+                replica.log.display()
+            );
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "no /readyz 200 within {READY_TIMEOUT:?}; see {}",
+                replica.log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// What keeping every table loaded costs: this process's RSS before and after one

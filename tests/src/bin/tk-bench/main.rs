@@ -28,7 +28,7 @@ const USAGE: &str = "usage:
   tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
-  tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--out FILE]";
+  tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]";
 
 /// Command-line arguments shared by every subcommand (each reads the ones it needs).
 #[derive(Debug, Default)]
@@ -39,6 +39,8 @@ pub struct Args {
     days: Option<u32>,
     rows_per_file: Option<u32>,
     sizes: Option<Vec<usize>>,
+    /// Replicas of `tablekeeper run` sharing one job store (fleet; default 1).
+    replicas: Option<usize>,
     dir: Option<PathBuf>,
     tablekeeper: Option<PathBuf>,
     out: Option<PathBuf>,
@@ -66,6 +68,10 @@ fn parse_args() -> Result<Args> {
                     .collect::<Result<Vec<_>, _>>()
                     .context("--sizes needs comma-separated table counts, e.g. 10,1000")?;
                 args.sizes = Some(sizes);
+            }
+            "--replicas" => {
+                let value = it.next().context("--replicas needs a number")?;
+                args.replicas = Some(value.parse().context("--replicas needs a number")?);
             }
             "--rows-per-file" => {
                 let value = it.next().context("--rows-per-file needs a number")?;
