@@ -55,8 +55,9 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
 /// well inside [`crate::fleet::REPLICA_TTL`], so one late beat does not hand its tables over.
 const SHARE_EVERY: Duration = Duration::from_secs(5);
 
-/// Probes read again on each pass, to catch one a slow transaction stored with an earlier
-/// time than the newest already read (applying one twice changes nothing).
+/// How far back each pass reads again, to catch a probe a slow transaction stored with an
+/// earlier time than the newest already read (applying one twice changes nothing). Counted
+/// back from the previous pass, not from the newest row: an idle fleet re-reads nothing.
 const SHARE_OVERLAP: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 /// One replica's side of probe sharing (`fleet::sharing`): beats in the job store (the
@@ -67,6 +68,8 @@ const SHARE_OVERLAP: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 pub struct Sharing {
     /// The newest update read so far.
     read_to: Option<chrono::DateTime<Utc>>,
+    /// When the previous pass read (this replica's clock).
+    last_pass: Option<chrono::DateTime<Utc>>,
 }
 
 impl Sharing {
@@ -83,8 +86,12 @@ impl Sharing {
                 warn!(error = %e, "cannot beat in the job store; probing every table here until it answers")
             }
         }
-        let after = self.read_to.map(|t| t - SHARE_OVERLAP);
-        match rt.store.probes_since(after).await {
+        let after = match (self.read_to, self.last_pass) {
+            (Some(read_to), Some(last_pass)) => Some(read_to.min(last_pass - SHARE_OVERLAP)),
+            (read_to, _) => read_to,
+        };
+        self.last_pass = Some(Utc::now());
+        match rt.store.probes_since(after, me).await {
             Ok(rows) => {
                 if let Some(last) = rows.last() {
                     self.read_to = Some(

@@ -168,7 +168,8 @@ pub(crate) struct Statements {
     /// 1 table, 2 replica, 3 probed_at, 4 probe JSON or NULL (keeps the stored one),
     /// 5 error or NULL, 6 error kind or NULL. Ignored when a newer probe is stored.
     pub record_probe: &'static str,
-    /// 1 updated after, or NULL for all. Probe columns, oldest update first.
+    /// 1 updated after, or NULL for all; 2 a replica whose rows are left out. Probe
+    /// columns, oldest update first.
     pub probes_since: &'static str,
 }
 
@@ -1202,14 +1203,16 @@ impl JobStore {
         .await
     }
 
-    /// Probes stored after `after` (all when `None`), oldest update first.
+    /// Probes stored after `after` (all when `None`) by replicas other than `reader`,
+    /// oldest update first.
     pub async fn probes_since(
         &self,
         after: Option<DateTime<Utc>>,
+        reader: &str,
     ) -> Result<Vec<ProbeRow>, StoreError> {
         self.measured(StoreOp::ProbesSince, async {
             self.dialect
-                .fetch(self.sql().probes_since, args!(after))
+                .fetch(self.sql().probes_since, args!(after, reader))
                 .await?
                 .iter()
                 .map(|r| {

@@ -186,6 +186,6 @@ pub(super) const STATEMENTS: Statements = Statements {
            error = excluded.error, error_kind = excluded.error_kind, updated_at = clock_timestamp() \
          WHERE table_probes.probed_at <= excluded.probed_at",
     probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
-         FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1) \
+         FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1) AND replica_id <> $2 \
          ORDER BY updated_at, table_name",
 };

@@ -313,7 +313,10 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
 
     tokio::time::sleep(run.settle).await;
     let pids: Vec<u32> = replicas.iter().map(|r| r.child.id()).collect();
-    let cpu_before: Vec<f64> = pids.iter().map(|&p| cpu_seconds(p).unwrap_or(0.0)).collect();
+    let cpu_before: Vec<f64> = pids
+        .iter()
+        .map(|&p| cpu_seconds(p).unwrap_or(0.0))
+        .collect();
     tokio::time::sleep(run.idle_window).await;
     let cpu_idle: Vec<f64> = pids
         .iter()
@@ -374,7 +377,10 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
     // stop with SIGTERM, as Kubernetes would
     let t = Instant::now();
     for pid in &pids {
-        let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
     }
     let mut stop_secs = None;
     while t.elapsed() < Duration::from_secs(30) {
