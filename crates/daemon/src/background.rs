@@ -149,8 +149,8 @@ const PROBE_CONCURRENCY: usize = 8;
 /// Probes every table whose probe is due, [`PROBE_CONCURRENCY`] at a time, and records what
 /// the probes read ([`crate::recorder`]).
 pub async fn probe_due(rt: &Runtime) {
-    let due = rt.fleet.due_for_probe();
-    futures::stream::iter(&due)
+    let (inventory, due) = rt.fleet.due_for_probe();
+    futures::stream::iter(due.iter().filter_map(|&i| inventory.tables.get(i)))
         .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
             // a round in progress at shutdown finishes the probes it started, no more
             if !rt.stopping() {

@@ -279,18 +279,23 @@ impl Fleet {
     }
 
     /// The tables this replica probes whose next probe is due (every table before its
-    /// first probe), in inventory order.
-    pub(crate) fn due_for_probe(&self) -> Vec<TableSpec> {
+    /// first probe): the inventory and their positions in it, in inventory order. Nothing
+    /// is copied (the first round of a large fleet has every table due).
+    pub(crate) fn due_for_probe(&self) -> (Arc<Inventory>, Vec<usize>) {
         let now = self.clock.now();
         let inventory = self.inventory();
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        inventory
+        let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        let due = inventory
             .tables
             .iter()
-            .filter(|spec| tables.get(&spec.name).is_none_or(|s| s.cadence.due(now)))
-            .filter(|spec| self.probes_here(&spec.name, now))
-            .cloned()
-            .collect()
+            .enumerate()
+            .filter(|(_, spec)| tables.get(&spec.name).is_none_or(|s| s.cadence.due(now)))
+            .filter(|(_, spec)| peers.probes_here(&spec.name, now))
+            .map(|(i, _)| i)
+            .collect();
+        drop((tables, peers));
+        (inventory, due)
     }
 
     /// The next probe reads everything again, even if the version did not move (after

@@ -40,7 +40,7 @@ pub(crate) struct Peers {
 
 impl Peers {
     /// Whether this replica probes `table`: it owns it, or the live set is not confirmed.
-    fn probes_here(&self, table: &str, now: Instant) -> bool {
+    pub(super) fn probes_here(&self, table: &str, now: Instant) -> bool {
         match self.trusted_until {
             Some(until) if now < until => owner(table, &self.live).is_none_or(|o| o == self.me),
             _ => true,
@@ -76,14 +76,6 @@ impl Fleet {
             trusted_until: Some(self.clock.now() + REPLICA_TTL),
         };
         changed
-    }
-
-    /// Whether this replica probes `table` at `now` (by the fleet's clock).
-    pub(crate) fn probes_here(&self, table: &str, now: Instant) -> bool {
-        self.peers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .probes_here(table, now)
     }
 
     /// Takes in probes other replicas stored: each one newer than what this replica knows
