@@ -99,7 +99,7 @@ impl Sharing {
                             .map_or(last.updated_at, |t| t.max(last.updated_at)),
                     );
                 }
-                if rt.fleet.apply_shared(me, &rows, Utc::now()) > 0 {
+                if rt.fleet.apply_shared(&rows, Utc::now()) > 0 {
                     crate::publish::all(&rt.metrics, &rt.fleet, Utc::now());
                 }
             }

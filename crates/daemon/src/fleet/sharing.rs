@@ -82,11 +82,11 @@ impl Fleet {
     /// of its table replaces it, as if this replica had run it (figures, error, and the
     /// table's probing rhythm, so a table that moves here is probed when it is due, not at
     /// once). Returns how many were applied.
-    pub(crate) fn apply_shared(&self, me: &str, rows: &[ProbeRow], now: DateTime<Utc>) -> usize {
+    pub(crate) fn apply_shared(&self, rows: &[ProbeRow], now: DateTime<Utc>) -> usize {
         let clock = self.clock.now();
         let mut applied = 0;
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        for row in rows.iter().filter(|r| r.replica_id != me) {
+        for row in rows {
             let Some(state) = tables.get_mut(&row.table_name) else {
                 continue;
             };
