@@ -94,6 +94,7 @@ CONTRACT_METRICS = {
 # Exported beside the contract (README, "Metrics"): rules may use them too.
 ADDITIVE_METRICS = {
     "tablekeeper_erasure_deadline_seconds",
+    "tablekeeper_last_stale_write_timestamp_seconds",
 }
 HISTOGRAMS = {"tablekeeper_job_duration_seconds"}
 ALLOWED = (

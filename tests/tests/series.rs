@@ -98,7 +98,6 @@ async fn a_healthy_table_has_only_the_series_rules_read_and_a_removed_table_none
         r#"tablekeeper_table_version{table="s.kept"}"#,
         r#"tablekeeper_table_commits_since_checkpoint{table="s.kept"}"#,
         r#"tablekeeper_table_commits_per_hour{table="s.kept"}"#,
-        r#"tablekeeper_stale_writes_total{table="s.kept"}"#,
     ]
     .into_iter()
     .map(str::to_owned)

@@ -196,6 +196,16 @@ async fn the_daemon_finds_and_repairs_a_python_overwrite_from_a_stale_snapshot()
     )
     .await
     .unwrap();
+    // the alert reads when it was detected: the store's detection time, just now
+    let m = daemon.metrics().await.unwrap();
+    let detected = metric_value(
+        &m,
+        "tablekeeper_last_stale_write_timestamp_seconds",
+        "table=\"py.snapshots\"",
+    )
+    .expect("the detection time is exported with the stale write");
+    let age = chrono::Utc::now().timestamp() as f64 - detected;
+    assert!((0.0..300.0).contains(&age), "detected {age} s ago");
     // the API shows it repaired, and further compaction is refused while the overwrite is
     // recent and no overwrite window is declared
     let view: serde_json::Value =

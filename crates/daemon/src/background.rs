@@ -236,7 +236,9 @@ async fn refresh_store_gauges(rt: &Runtime) {
             }
             for spec in &rt.fleet.inventory().tables {
                 let rows = by_table.remove(&spec.name).unwrap_or_default();
-                rt.metrics.set_stale_writes(&spec.name, rows.len() as u64);
+                let last_detected = rows.iter().filter_map(|r| r.detected_at).max();
+                rt.metrics
+                    .set_stale_writes(&spec.name, rows.len() as u64, last_detected);
                 rt.fleet.update_state(&spec.name, |s| s.stale_writes = rows);
             }
         }

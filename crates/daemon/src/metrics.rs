@@ -90,6 +90,9 @@ pub(crate) struct Metrics {
     bytes_rewritten_total: IntCounterVec,
     bytes_reclaimed_total: IntCounterVec,
     stale_writes_total: IntCounterVec,
+    /// Not in the contract table: when the job store first recorded the table's latest
+    /// stale write, for TablekeeperStaleWriteDetected (only tables that had one).
+    last_stale_write_timestamp_seconds: GaugeVec,
     inventory_tables: IntGauge,
     inventory_reload_failures_total: IntCounter,
     build_info: IntGaugeVec,
@@ -247,6 +250,13 @@ impl Metrics {
                 ),
                 table,
             )?,
+            last_stale_write_timestamp_seconds: GaugeVec::new(
+                opts(
+                    "last_stale_write_timestamp_seconds",
+                    "When the job store first recorded the table's latest stale write (any replica)",
+                ),
+                table,
+            )?,
             inventory_tables: IntGauge::with_opts(opts(
                 "inventory_tables",
                 "Tables in the loaded inventory",
@@ -329,6 +339,7 @@ impl Metrics {
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
         r.register(Box::new(self.bytes_reclaimed_total.clone()))?;
         r.register(Box::new(self.stale_writes_total.clone()))?;
+        r.register(Box::new(self.last_stale_write_timestamp_seconds.clone()))?;
         r.register(Box::new(self.inventory_tables.clone()))?;
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
@@ -341,22 +352,15 @@ impl Metrics {
     // ------------------------------------------------------------ table lifecycle
 
     /// A table is in the inventory. Only the series every table needs from the start are
-    /// created here: `table_info` (the join target of every rule), `stale_writes_total` at
-    /// 0 for tables tablekeeper rewrites (its alert must see the first stale write as an
-    /// increase), and the declared erasure deadline. Series of operations the inventory
-    /// disabled are dropped so a disabled operation never looks stale. Everything else
-    /// appears with its first figure or event (README "Metrics": which series exist when).
+    /// created here: `table_info` (the join target of every rule) and the declared erasure
+    /// deadline. Series of operations the inventory disabled are dropped so a disabled
+    /// operation never looks stale. Everything else appears with its first figure or event
+    /// (README "Metrics": which series exist when).
     pub(crate) fn table_added(&self, spec: &TableSpec) {
         let name = spec.name.as_str();
         self.table_info
             .with_label_values(&[name, spec.owner.as_str()])
             .set(1);
-        if Operation::SCHEDULED
-            .into_iter()
-            .any(|op| op.rewrites() && spec.operation_enabled(op))
-        {
-            self.stale_writes_total.with_label_values(&[name]).inc_by(0);
-        }
         match spec.retention.erasure_deadline {
             Some(deadline) => self
                 .erasure_deadline_seconds
@@ -434,6 +438,7 @@ impl Metrics {
             &self.table_commits_per_hour,
             &self.erasure_pending_seconds,
             &self.erasure_deadline_seconds,
+            &self.last_stale_write_timestamp_seconds,
         ] {
             let _ = gauge.remove_label_values(&[table]);
         }
@@ -546,14 +551,29 @@ impl Metrics {
     }
 
     /// Brings `tablekeeper_stale_writes_total{table}` up to `recorded`, the number of stale
-    /// writes the job store holds for the table. The series appears only once the store was
-    /// read, so a restarted replica resumes at the fleet-wide count instead of counting up
-    /// from 0 (which `increase()` would read as new stale writes).
-    pub(crate) fn set_stale_writes(&self, table: &str, recorded: u64) {
+    /// writes the job store holds for the table, and sets when the latest was detected.
+    /// Both series appear with the table's first stale write (on a restarted replica, once
+    /// the store was read) at the fleet-wide figures, so every replica exports the same
+    /// values and a restart neither repeats nor loses one. The alert reads the detection
+    /// time: a counter born at 1 is no `increase()`.
+    pub(crate) fn set_stale_writes(
+        &self,
+        table: &str,
+        recorded: u64,
+        last_detected: Option<DateTime<Utc>>,
+    ) {
+        if recorded == 0 {
+            return;
+        }
         let counter = self.stale_writes_total.with_label_values(&[table]);
         let current = counter.get();
         if recorded > current {
             counter.inc_by(recorded - current);
+        }
+        if let Some(at) = last_detected {
+            self.last_stale_write_timestamp_seconds
+                .with_label_values(&[table])
+                .set(at.timestamp() as f64);
         }
     }
 
@@ -673,7 +693,7 @@ mod tests {
         m.set_drift(table, &DriftKind::ALL);
         m.count_bytes_rewritten(table, 1);
         m.count_bytes_reclaimed(table, 1);
-        m.set_stale_writes(table, 2);
+        m.set_stale_writes(table, 2, Some(Utc::now()));
         for kind in ProbeFailureKind::ALL {
             m.count_probe_failure(table, kind);
         }

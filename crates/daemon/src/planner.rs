@@ -374,12 +374,13 @@ pub(crate) fn last_success_from_log(probe: &Probe, op: Operation) -> Option<Date
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::path::Path;
     use tablekeeper_inventory::Inventory;
 
-    fn spec(extra: &str) -> TableSpec {
+    /// Table `t` at `/data/t`, partitioned by `day`, Z-ordered by `user_id`, plus `extra`.
+    pub(crate) fn spec(extra: &str) -> TableSpec {
         let yaml = format!(
             "tables:\n  - name: t\n    path: /data/t\n    owner: o\n    layout:\n      partition_by: [day]\n      zorder: [user_id]\n{extra}"
         );
@@ -387,7 +388,8 @@ mod tests {
         inv.tables[0].clone()
     }
 
-    fn probe(patch: serde_json::Value) -> Probe {
+    /// A probe of `t` with 30 small files, fields replaced by `patch`.
+    pub(crate) fn probe(patch: serde_json::Value) -> Probe {
         let mut base = serde_json::json!({
             "table": "/data/t", "version": 10, "probed_at": "2026-11-29T12:00:00Z",
             "created_at": "2026-11-01T00:00:00Z", "history_from_version": 0,
@@ -409,7 +411,8 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
-    fn now() -> DateTime<Utc> {
+    /// The probes' clock: 2026-11-29 12:00 UTC.
+    pub(crate) fn now() -> DateTime<Utc> {
         "2026-11-29T12:00:00Z".parse().unwrap()
     }
 

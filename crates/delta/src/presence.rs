@@ -8,18 +8,21 @@
 //! operation refuses to touch it until it reads again: rewriting, vacuuming or cleaning up a
 //! damaged table can only make the damage harder to repair.
 //!
-//! The check is one recursive listing of the table root compared with the active file list and
-//! with [`crate::log_integrity`]'s rules, never a read of a data file: one LIST request per 1,000
-//! objects on S3, GCS and Azure, a directory walk on local storage.
+//! The full check is one recursive listing of the table root compared with the active file
+//! list and with [`crate::log_integrity`]'s rules, never a read of a data file: one LIST request
+//! per 1,000 objects on S3, GCS and Azure, a directory walk on local storage. Between full
+//! checks, files added since the last one are asked for one by one
+//! ([`ensure_files_present`]): a HEAD request each.
 
 use std::collections::HashSet;
 
-use deltalake::DeltaTable;
-use futures::TryStreamExt;
+use deltalake::logstore::object_store::{GetOptions, ObjectStore};
+use deltalake::{DeltaTable, ObjectStoreError, Path};
+use futures::{StreamExt, TryStreamExt};
 
 use crate::checkpoint::{ensure_log_sound, last_checkpoint};
 use crate::error::DeltaError;
-use crate::log::{decode_path, LogListing};
+use crate::log::{decode_path, LogListing, LOG_READ_CONCURRENCY};
 use crate::snapshot::ActiveFile;
 
 /// Prefix of the transaction log inside the table root; not data files.
@@ -86,6 +89,66 @@ pub(crate) async fn ensure_present(
         .await?
         .map(|cp| cp.version);
     ensure_log_sound(uri, &listed.log, latest, hint)
+}
+
+/// Fails with [`DeltaError::MissingDataFiles`] when any of `added` (active files the last
+/// full check did not see) is gone from storage: one HEAD request per file, so a probe of a
+/// table that gained a few files since its last listing stays a few small requests.
+pub(crate) async fn ensure_files_present(
+    table: &DeltaTable,
+    uri: &str,
+    added: &[&ActiveFile],
+    active: usize,
+) -> Result<(), DeltaError> {
+    // owned futures, built before the first await: a closure or a borrow held across it
+    // makes the probe's future not `Send` for every lifetime (rust-lang/rust#100013)
+    let checks: Vec<_> = added
+        .iter()
+        .map(|file| {
+            let (store, uri, path) = (table.object_store(), uri.to_owned(), file.path.clone());
+            async move {
+                let present =
+                    exists(store.as_ref(), &uri, &path, "checking new data files").await?;
+                Ok::<_, DeltaError>((path, present))
+            }
+        })
+        .collect();
+    let found: Vec<(String, bool)> = futures::stream::iter(checks)
+        .buffer_unordered(LOG_READ_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut missing: Vec<String> = found
+        .into_iter()
+        .filter(|(_, present)| !present)
+        .map(|(path, _)| path)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    Err(DeltaError::MissingDataFiles {
+        table: uri.to_owned(),
+        active,
+        files: missing,
+    })
+}
+
+/// Whether the file at `path` (relative to the table root, percent-decoded) exists: one HEAD.
+pub(crate) async fn exists(
+    store: &dyn ObjectStore,
+    uri: &str,
+    path: &str,
+    context: &'static str,
+) -> Result<bool, DeltaError> {
+    let location = Path::parse(path).unwrap_or_else(|_| Path::from(path));
+    match store
+        .get_opts(&location, GetOptions::new().with_head(true))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(ObjectStoreError::NotFound { .. }) => Ok(false),
+        Err(err) => Err(DeltaError::store(uri, context, err)),
+    }
 }
 
 /// Explains a table that failed to load: when its log is damaged, the damage (naming the gap)

@@ -17,7 +17,7 @@
 //! [`Prober::take_history`] for the caller to persist (`table_commits`), so history outlives
 //! the log at no extra request.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,16 +34,21 @@ use crate::log::{list_log, partition_key, read_commits, Commit};
 use crate::maintainable::TableProtocol;
 use crate::open::open_table;
 use crate::presence::explain_load_failure;
-use crate::snapshot::active_files;
+use crate::snapshot::{active_files, ActiveFile};
 use crate::stale::{count_stale_rows, StaleWatch, StaleWrite, DEFAULT_STALE_WATCH};
 use crate::zorder::{files_added_since, FilesAddedSince};
 
 /// One hour, the window of `commits_per_hour`.
 const HOUR_MS: i64 = 3_600_000;
 
-/// How often a probe re-checks that every active file exists while the table's version
-/// moves ([`ProbeOptions::presence_every`]).
-pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(600);
+/// How often a probe lists the table to re-check that every active file exists while the
+/// table's version moves ([`ProbeOptions::presence_every`]); files added in between are
+/// checked at the probe that first sees them.
+pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(3600);
+
+/// A probe that finds more files added since the last listing than this lists the table
+/// again instead of asking for each one.
+const MAX_FILES_ASKED_FOR: usize = 100;
 
 /// How often it re-checks a table whose version has not moved since the last check
 /// ([`ProbeOptions::presence_idle_every`]).
@@ -60,8 +65,10 @@ pub struct ProbeOptions {
     /// A probe lists the table's files to find active files missing from storage (the
     /// damage check) on the first probe, then at most this often while the table is
     /// intact, and on every probe while it is damaged. The listing costs one LIST request
-    /// per 1,000 objects, so it is not repeated on every probe of a large table; every
-    /// maintenance operation runs the check itself before it changes anything.
+    /// per 1,000 objects, so it is not repeated on every probe of a large table: in between,
+    /// each probe asks for the files added since the last check (one HEAD each, up to
+    /// [`MAX_FILES_ASKED_FOR`]). Every maintenance operation runs the full check itself
+    /// before it changes anything.
     pub presence_every: Duration,
     /// The same for a table whose version has not moved since its last check (default
     /// [`DEFAULT_PRESENCE_IDLE_EVERY`]): only someone deleting files by hand or a bucket
@@ -312,8 +319,10 @@ struct Tracked {
     /// `None` once unloaded to stay under the cap; reopened at the next probe.
     table: Option<DeltaTable>,
     history: History,
-    /// When the last damage check found every file present, and at which version.
+    /// When the last damage check (a listing) found every file present, and at which version.
     presence_ok_at: Option<(Instant, u64)>,
+    /// Data files added by the commits read since then, not yet seen in storage.
+    unverified: HashSet<String>,
     /// `_last_checkpoint` as read at a version: re-read only when the version moves, so an
     /// idle table's probe is the one LIST of its log that finds nothing new.
     checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
@@ -457,6 +466,7 @@ impl Prober {
                     table: Some(table),
                     history: History::new(options.stale_watch),
                     presence_ok_at: None,
+                    unverified: HashSet::new(),
                     checkpoint_at: None,
                 },
                 Err(err) => return Err(explain_load_failure(uri, err).await),
@@ -583,24 +593,6 @@ async fn probe_tracked(
                 .or_insert(0u64) += 1;
         }
     }
-    let now = options.now.unwrap_or_else(Instant::now);
-    let presence_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
-        let every = if checked == version {
-            options.presence_idle_every
-        } else {
-            options.presence_every
-        };
-        now.saturating_duration_since(at) >= every
-    });
-    if presence_due {
-        tracked.presence_ok_at = None;
-        // the slow, thorough pass: the damage check lists the table, and the checkpoint
-        // hint is read again even if the version did not move
-        tracked.checkpoint_at = None;
-        crate::presence::ensure_present(table, uri, &files).await?;
-        tracked.presence_ok_at = Some((now, version));
-    }
-
     let log_store = table.log_store();
     let mut history_from = None;
     match tracked.history.scanned_to {
@@ -618,11 +610,52 @@ async fn probe_tracked(
             for (_, commit) in read_commits(log_store.as_ref(), uri, scanned + 1..=version).await? {
                 if let Some(commit) = commit {
                     tracked.history.absorb(&commit);
+                    if tracked.presence_ok_at.is_some() {
+                        tracked
+                            .unverified
+                            .extend(commit.adds.into_iter().map(|add| add.path));
+                    }
                 }
             }
         }
         Some(_) => {}
     }
+    // the damage check: a listing when due, else a HEAD of each file added since the last
+    let now = options.now.unwrap_or_else(Instant::now);
+    let listing_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
+        let every = if checked == version {
+            options.presence_idle_every
+        } else {
+            options.presence_every
+        };
+        now.saturating_duration_since(at) >= every
+    });
+    let added: Vec<&ActiveFile> = if listing_due || tracked.unverified.is_empty() {
+        Vec::new()
+    } else {
+        files
+            .iter()
+            .filter(|f| tracked.unverified.contains(&f.path))
+            .collect()
+    };
+    if listing_due || added.len() > MAX_FILES_ASKED_FOR {
+        tracked.presence_ok_at = None;
+        // the slow, thorough pass: the damage check lists the table, and the checkpoint
+        // hint is read again even if the version did not move
+        tracked.checkpoint_at = None;
+        crate::presence::ensure_present(table, uri, &files).await?;
+        tracked.presence_ok_at = Some((now, version));
+    } else if !added.is_empty() {
+        if let Err(err) =
+            crate::presence::ensure_files_present(table, uri, &added, files.len()).await
+        {
+            // damaged: the next probes list the table until it reads again
+            tracked.presence_ok_at = None;
+            return Err(err);
+        }
+    }
+    tracked.unverified.clear();
+
     let history = &mut tracked.history;
     let erasure = history.erasure.summary(&files);
     drop(files);

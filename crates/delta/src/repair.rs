@@ -25,9 +25,8 @@ use std::time::{Duration, Instant};
 
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, Remove};
-use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::protocol::DeltaOperation;
-use deltalake::{DeltaTable, ObjectStoreError, Path};
+use deltalake::DeltaTable;
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::json;
@@ -39,6 +38,7 @@ use crate::guard::{check_commit, Rows, Verdict};
 use crate::log::{list_log, read_commits, Commit};
 use crate::open::open_table_at;
 use crate::prepare::{prepare, Prepared};
+use crate::presence::exists;
 use crate::report::OpReport;
 use crate::run::{cancellable, run_commits, run_marker};
 use crate::snapshot::{active_set, ActiveFile};
@@ -407,7 +407,7 @@ async fn plan_repair(
     let store = table.object_store();
     let mut gone = Vec::new();
     for leaf in &re_add {
-        if !exists(store.as_ref(), uri, leaf).await? {
+        if !exists(store.as_ref(), uri, leaf, "checking a file to add back").await? {
             gone.push(leaf.clone());
         }
     }
@@ -461,18 +461,6 @@ fn add_rows(add: &Add) -> Option<u64> {
         .and_then(|dv| u64::try_from(dv.cardinality).ok())
         .unwrap_or(0);
     Some(rows.saturating_sub(deleted))
-}
-
-async fn exists(store: &dyn ObjectStore, uri: &str, path: &str) -> Result<bool, DeltaError> {
-    let location = Path::parse(path).unwrap_or_else(|_| Path::from(path));
-    match store
-        .get_opts(&location, GetOptions::new().with_head(true))
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(ObjectStoreError::NotFound { .. }) => Ok(false),
-        Err(err) => Err(DeltaError::store(uri, "checking a file to add back", err)),
-    }
 }
 
 /// The add actions of `paths` as they were before the bins that consumed them, from the

@@ -29,7 +29,7 @@ pub(crate) use drift::drift;
 pub(crate) use erasure::{applies, deadline_at_risk, erasure_pending, uses_deletion_vectors};
 pub(crate) use sharing::REPLICA_TTL;
 pub(crate) use state::{last_success, staleness, TableState};
-pub(crate) use view::{Health, TableView};
+pub(crate) use view::{Health, Rank, TableView};
 
 /// Retries of a probe that met storage trouble: three more tries over about two seconds
 /// (0.25 s, 0.5 s, 1 s), enough to ride out a blip without holding up the probe round.
@@ -335,24 +335,52 @@ impl Fleet {
         let inventory = self.indexed();
         let spec = inventory.table(name)?;
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        Some(view_of(spec, tables.get(name), now))
+        Some(with_api_pause(spec, tables.get(name), |spec, state| {
+            view::build_view(spec, state, now)
+        }))
     }
 
     /// Every table's view, in inventory order: one pass under one read lock, nothing
-    /// cloned but what the views keep (the dashboard and the API list call it per request).
+    /// cloned but what the views keep (the API list and `plan` call it).
     pub(crate) fn views(&self, now: DateTime<Utc>) -> Vec<TableView> {
         let inventory = self.inventory();
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         inventory
             .tables
             .iter()
-            .map(|spec| view_of(spec, tables.get(&spec.name), now))
+            .map(|spec| {
+                with_api_pause(spec, tables.get(&spec.name), |spec, state| {
+                    view::build_view(spec, state, now)
+                })
+            })
             .collect()
+    }
+
+    /// Every table's rank, in the order of the inventory returned with them (the dashboard's
+    /// front page sorts, filters and counts on them, then builds views for one page only).
+    pub(crate) fn ranks(&self, now: DateTime<Utc>) -> (Arc<Inventory>, Vec<Rank>) {
+        let inventory = self.inventory();
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        let ranks = inventory
+            .tables
+            .iter()
+            .map(|spec| {
+                with_api_pause(spec, tables.get(&spec.name), |spec, state| {
+                    view::rank(spec, state, now)
+                })
+            })
+            .collect();
+        drop(tables);
+        (inventory, ranks)
     }
 }
 
-/// The view of a table with an API pause applied to its inventory entry.
-fn view_of(spec: &TableSpec, state: Option<&TableState>, now: DateTime<Utc>) -> TableView {
+/// Runs `f` on the table's inventory entry with an API pause applied, and its state.
+fn with_api_pause<T>(
+    spec: &TableSpec,
+    state: Option<&TableState>,
+    f: impl FnOnce(&TableSpec, &TableState) -> T,
+) -> T {
     let empty = TableState::default();
     let state = state.unwrap_or(&empty);
     match state.paused_by_api {
@@ -361,8 +389,8 @@ fn view_of(spec: &TableSpec, state: Option<&TableState>, now: DateTime<Utc>) -> 
                 paused,
                 ..spec.clone()
             };
-            view::build_view(&spec, state, now)
+            f(&spec, state)
         }
-        _ => view::build_view(spec, state, now),
+        _ => f(spec, state),
     }
 }

@@ -101,23 +101,114 @@ pub(crate) struct TableView {
     pub erasure: Option<ErasureView>,
 }
 
+/// What the dashboard's front page sorts and counts every table by. The same health as the
+/// table's view, without what only a shown row needs (next runs cost a cron evaluation per
+/// operation; the erasure and repair decisions are not ranked on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rank {
+    pub health: Health,
+    /// The largest staleness among operations due and not done; 0 when none is stale.
+    pub worst_staleness: i64,
+}
+
 pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> TableView {
-    let probe_result: Probed<'_> = match (&state.probe_error, &state.probe) {
+    let probed = probed(state);
+    let operations = operation_views(spec, state, probed, now, NextRuns::Computed);
+    let drift = state
+        .probe
+        .as_ref()
+        .map(|p| drift(spec, p))
+        .unwrap_or_default();
+    let (health, health_reasons) = health(spec, state, &operations, &drift);
+    let repair = match probed {
+        Probed::Read(_) => planner::admit(
+            spec,
+            Operation::Repair,
+            probed,
+            Need::Check { last_success: None },
+            now,
+        ),
+        Probed::Unreachable(e) | Probed::Unreadable(e) => {
+            Decision::Skip(format!("not probed: {e}"))
+        }
+        Probed::NotYet => Decision::Skip("not probed yet".into()),
+    };
+    TableView {
+        name: spec.name.clone(),
+        path: spec.path.clone(),
+        owner: spec.owner.clone(),
+        concurrency_key: spec.concurrency_key.clone(),
+        paused: spec.paused,
+        health,
+        health_reasons,
+        probe_error: state.probe_error.clone(),
+        probe_error_kind: state.probe_error_kind,
+        probed_at: state.probed_at,
+        probe: state.probe.clone(),
+        drift,
+        operations,
+        stale_writes: state.stale_writes.clone(),
+        repair,
+        erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
+    }
+}
+
+/// The table's [`Rank`]: its view's health and staleness, at a fraction of the cost.
+pub(crate) fn rank(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Rank {
+    let operations = operation_views(spec, state, probed(state), now, NextRuns::Skipped);
+    let drift = state
+        .probe
+        .as_ref()
+        .map(|p| drift(spec, p))
+        .unwrap_or_default();
+    Rank {
+        health: health(spec, state, &operations, &drift).0,
+        worst_staleness: worst_staleness(&operations),
+    }
+}
+
+/// The largest staleness among operations due and not done (0 when none is stale).
+fn worst_staleness(operations: &[OperationView]) -> i64 {
+    operations
+        .iter()
+        .filter(|o| o.stale)
+        .filter_map(|o| o.staleness_seconds)
+        .max()
+        .unwrap_or(0)
+}
+
+fn probed(state: &TableState) -> Probed<'_> {
+    match (&state.probe_error, &state.probe) {
         (Some(e), _) if state.probe_error_kind == Some(ProbeFailureKind::Transient) => {
             Probed::Unreachable(e.as_str())
         }
         (Some(e), _) => Probed::Unreadable(e.as_str()),
         (None, Some(p)) => Probed::Read(p),
         (None, None) => Probed::NotYet,
-    };
-    let operations: Vec<OperationView> = Operation::SCHEDULED
+    }
+}
+
+/// Whether [`operation_views`] evaluates each schedule for its next run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NextRuns {
+    Computed,
+    Skipped,
+}
+
+fn operation_views(
+    spec: &TableSpec,
+    state: &TableState,
+    probed: Probed<'_>,
+    now: DateTime<Utc>,
+    next_runs: NextRuns,
+) -> Vec<OperationView> {
+    Operation::SCHEDULED
         .into_iter()
         .map(|op| {
             let schedule = spec.schedule(op);
             let stale_secs = staleness(state, op, now).map(|d| d.num_seconds());
             let last_success = last_success(state, op);
-            let decision =
-                planner::admit(spec, op, probe_result, Need::Check { last_success }, now);
+            let decision = planner::admit(spec, op, probed, Need::Check { last_success }, now);
             // Stale on the dashboard means work is due and has not been done for several
             // schedule periods; a table with nothing to do is not stale however long ago
             // its last run was (the staleness metric still grows; alert rules decide).
@@ -137,7 +228,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
                 applies: super::erasure::applies(op, state.probe.as_deref()),
                 schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
-                    .filter(|_| enabled)
+                    .filter(|_| enabled && next_runs == NextRuns::Computed)
                     .and_then(|s| s.next_after(now.with_timezone(&spec.timezone)))
                     .map(|t| t.with_timezone(&Utc)),
                 last_success,
@@ -149,25 +240,16 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
                 decision,
             }
         })
-        .collect();
-    let drift = state
-        .probe
-        .as_ref()
-        .map(|p| drift(spec, p))
-        .unwrap_or_default();
-    let repair = match probe_result {
-        Probed::Read(_) => planner::admit(
-            spec,
-            Operation::Repair,
-            probe_result,
-            Need::Check { last_success: None },
-            now,
-        ),
-        Probed::Unreachable(e) | Probed::Unreadable(e) => {
-            Decision::Skip(format!("not probed: {e}"))
-        }
-        Probed::NotYet => Decision::Skip("not probed yet".into()),
-    };
+        .collect()
+}
+
+/// The table's health, worst reason first, and every reason for it.
+fn health(
+    spec: &TableSpec,
+    state: &TableState,
+    operations: &[OperationView],
+    drift: &[Drift],
+) -> (Health, Vec<String>) {
     let pending_stale: Vec<i64> = state
         .probe
         .as_ref()
@@ -215,24 +297,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
     } else {
         Health::Healthy
     };
-    TableView {
-        name: spec.name.clone(),
-        path: spec.path.clone(),
-        owner: spec.owner.clone(),
-        concurrency_key: spec.concurrency_key.clone(),
-        paused: spec.paused,
-        health,
-        health_reasons: reasons,
-        probe_error: state.probe_error.clone(),
-        probe_error_kind: state.probe_error_kind,
-        probed_at: state.probed_at,
-        probe: state.probe.clone(),
-        drift,
-        operations,
-        stale_writes: state.stale_writes.clone(),
-        repair,
-        erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
-    }
+    (health, reasons)
 }
 
 /// The gap between the next two runs of an operation's schedule.
@@ -241,4 +306,59 @@ fn schedule_period(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> Optio
     let first = s.next_after(now.with_timezone(&spec.timezone))?;
     let second = s.next_after(first)?;
     (second - first).to_std().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::planner::tests::{now, probe, spec};
+
+    /// The front page sorts on ranks and shows views: they must agree.
+    #[test]
+    fn a_rank_is_its_views_health_and_staleness() {
+        let probed = TableState {
+            probe: Some(Arc::new(probe(serde_json::json!({})))),
+            ..TableState::default()
+        };
+        let mut failing = probed.clone();
+        failing.consecutive_failures.insert(Operation::Compact, 2);
+        let unreadable = TableState {
+            probe_error: Some("missing file".into()),
+            probe_error_kind: Some(ProbeFailureKind::Unreadable),
+            ..probed.clone()
+        };
+        let drifted = TableState {
+            probe: Some(Arc::new(probe(
+                serde_json::json!({"partition_columns": []}),
+            ))),
+            ..TableState::default()
+        };
+        let cases = [
+            ("not probed", spec(""), TableState::default()),
+            ("stale", spec(""), probed.clone()),
+            ("failing", spec(""), failing),
+            ("unreadable", spec(""), unreadable),
+            ("drifted", spec(""), drifted),
+            (
+                "paused",
+                spec("    maintenance:\n      paused: true\n"),
+                probed,
+            ),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for (case, spec, state) in cases {
+            let view = build_view(&spec, &state, now());
+            let rank = rank(&spec, &state, now());
+            assert_eq!(rank.health, view.health, "{case}");
+            assert_eq!(
+                rank.worst_staleness,
+                worst_staleness(&view.operations),
+                "{case}"
+            );
+            seen.insert(view.health);
+        }
+        assert!(seen.len() >= 5, "the cases cover the healths: {seen:?}");
+    }
 }

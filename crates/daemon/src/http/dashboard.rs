@@ -35,27 +35,40 @@ pub struct PageQuery {
 
 pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>) -> Html<String> {
     let now = Utc::now();
-    let mut views = rt.fleet.views(now);
-    let owners: BTreeSet<String> = views.iter().map(|v| v.owner.clone()).collect();
+    // every table is ranked (health, staleness) to sort, filter and count; views, which
+    // cost a cron evaluation per operation, are built for the shown page only
+    let (inventory, ranks) = rt.fleet.ranks(now);
+    let tables = &inventory.tables;
+    let owners: BTreeSet<&str> = tables.iter().map(|t| t.owner.as_str()).collect();
     let mut by_health: BTreeMap<Health, usize> = BTreeMap::new();
-    for v in &views {
-        *by_health.entry(v.health).or_default() += 1;
+    for r in &ranks {
+        *by_health.entry(r.health).or_default() += 1;
     }
-    let fleet_size = views.len();
-    views.retain(|v| {
-        query.owner.as_ref().is_none_or(|o| &v.owner == o)
-            && query.health.is_none_or(|h| v.health == h)
+    let fleet_size = tables.len();
+    let mut matching: Vec<usize> = (0..tables.len())
+        .filter(|&i| {
+            query.owner.as_ref().is_none_or(|o| &tables[i].owner == o)
+                && query.health.is_none_or(|h| ranks[i].health == h)
+        })
+        .collect();
+    matching.sort_by(|&a, &b| {
+        let key = |i: usize| {
+            (
+                ranks[i].health,
+                std::cmp::Reverse(ranks[i].worst_staleness),
+                &tables[i].name,
+            )
+        };
+        key(a).cmp(&key(b))
     });
-    views.sort_by(|a, b| {
-        (a.health, std::cmp::Reverse(worst_staleness(a)), &a.name).cmp(&(
-            b.health,
-            std::cmp::Reverse(worst_staleness(b)),
-            &b.name,
-        ))
-    });
-    let pages = views.len().div_ceil(PAGE_SIZE).max(1);
+    let pages = matching.len().div_ceil(PAGE_SIZE).max(1);
     let page = query.page.unwrap_or(1).clamp(1, pages);
-    let shown = views.iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE);
+    let shown: Vec<TableView> = matching
+        .iter()
+        .skip((page - 1) * PAGE_SIZE)
+        .take(PAGE_SIZE)
+        .filter_map(|&i| rt.fleet.view(&tables[i].name, now))
+        .collect();
     let (running, queued, store_error) = jobs(&rt, None).await;
 
     let body = html! {
@@ -79,7 +92,7 @@ pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>
             label { "owner " select name="owner" {
                 option value="" { "any" }
                 @for owner in &owners {
-                    option value=(owner) selected[query.owner.as_deref() == Some(owner)] { (owner) }
+                    option value=(owner) selected[query.owner.as_deref() == Some(*owner)] { (owner) }
                 }
             } }
             " "
@@ -93,7 +106,7 @@ pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>
         }
         h2 { "Tables" }
         p.pages {
-            "page " (page) " of " (pages) " · " (views.len()) " matching, worst first"
+            "page " (page) " of " (pages) " · " (matching.len()) " matching, worst first"
             @if page > 1 { " · " a rel="prev" href=(link(query.owner.as_deref(), query.health, page - 1)) { "previous" } }
             @if page < pages { " · " a rel="next" href=(link(query.owner.as_deref(), query.health, page + 1)) { "next" } }
         }
@@ -103,7 +116,7 @@ pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>
                 @for op in Operation::SCHEDULED { th { (op) " staleness" } }
                 th { "files / small" } th { "size" } th { "drift" } th { "note" }
             } }
-            tbody { @for v in shown { (table_row(v)) } }
+            tbody { @for v in &shown { (table_row(v)) } }
         }
         (job_table("Running jobs", &running))
         (job_table("Queued jobs", &queued))
@@ -340,16 +353,6 @@ fn job_table(title: &str, jobs: &[Job]) -> Markup {
             }
         }
     }
-}
-
-/// The largest staleness among operations due and not done (0 when none is stale).
-fn worst_staleness(v: &TableView) -> i64 {
-    v.operations
-        .iter()
-        .filter(|o| o.stale)
-        .filter_map(|o| o.staleness_seconds)
-        .max()
-        .unwrap_or(0)
 }
 
 fn class(health: Health) -> &'static str {

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -44,6 +45,9 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/v1/tables/{name}/resume", post(api::resume))
         .route("/api/v1/jobs", get(api::list_jobs))
         .fallback(not_found)
+        // Prometheus asks for gzip: `/metrics` of 10,000 tables shrinks about tenfold on
+        // the wire for a few milliseconds of the fastest level (BENCHMARKS.md "Fleet")
+        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(close_after_refused_body))
         .layer(TimeoutLayer::with_status_code(
@@ -67,7 +71,13 @@ async fn close_after_refused_body(mut response: Response) -> Response {
 }
 
 async fn metrics(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
-    match rt.metrics.render() {
+    // rendering a large fleet's series takes a few hundred milliseconds of CPU: off the
+    // runtime's worker threads, so lease renewals and probes are not held up behind it
+    let metrics = rt.metrics.clone();
+    let rendered = tokio::task::spawn_blocking(move || metrics.render())
+        .await
+        .unwrap_or_else(|e| Err(prometheus::Error::Msg(format!("render task failed: {e}"))));
+    match rendered {
         Ok(body) => (
             StatusCode::OK,
             [(

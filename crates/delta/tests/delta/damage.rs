@@ -29,7 +29,7 @@ async fn a_missing_data_file_is_reported_and_the_table_is_never_maintained() {
     }
     t.delete("id < 5").await;
     let prober = Prober::new();
-    // the default re-lists files at most every 10 minutes while a table is intact
+    // the default re-lists files at most every hour while a table is intact
     let lazy = ProbeOptions::for_target(TARGET);
     prober.probe(&t.uri, &lazy).await.expect("intact table");
     let options = ProbeOptions {
@@ -98,13 +98,56 @@ async fn partition_values_with_odd_characters_are_found_in_storage() {
         t.append(&rows(0..3, date)).await;
         t.append(&rows(3..6, date)).await;
     }
-    Prober::new()
-        .probe(&t.uri, &ProbeOptions::for_target(TARGET))
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+    prober
+        .probe(&t.uri, &options)
         .await
-        .expect("every file is found");
+        .expect("every file is found by the listing");
+    // files added after the listing are asked for one by one
+    for date in ["2024 10 01", "a%b", "ünï/cødé?&=", "x#y"] {
+        t.append(&rows(6..9, date)).await;
+    }
+    prober
+        .probe(&t.uri, &options)
+        .await
+        .expect("every new file is found by its own request");
     let before = t.rows().await;
     for result in every_operation(&t).await {
         result.expect("maintenance of odd partition values");
     }
     assert_eq!(t.rows().await, before);
+}
+
+/// Between listings, a probe asks for the files added since the last one: a new file gone
+/// from storage is reported by the first probe that sees its commit.
+#[tokio::test]
+async fn a_new_file_missing_from_storage_is_reported_by_the_next_probe() {
+    let t = create_table(true, &[]).await;
+    t.append(&rows(0..10, "2024-10-01")).await;
+    let prober = Prober::new();
+    let options = ProbeOptions::for_target(TARGET);
+    prober.probe(&t.uri, &options).await.expect("intact table");
+
+    let old = t.active_paths().await;
+    t.append(&rows(10..20, "2024-10-02")).await;
+    let new = t
+        .active_paths()
+        .await
+        .difference(&old)
+        .next()
+        .cloned()
+        .expect("the append added a file");
+    let new_path = t.path().join(&new);
+    let saved = std::fs::read(&new_path).expect("read the new file");
+    std::fs::remove_file(&new_path).expect("remove the new file");
+
+    match prober.probe(&t.uri, &options).await {
+        Err(DeltaError::MissingDataFiles { files, .. }) => assert_eq!(files, vec![new.clone()]),
+        other => panic!("expected MissingDataFiles naming {new}, got {other:?}"),
+    }
+    // the file comes back: the next probe lists the table and finds it whole
+    std::fs::write(&new_path, saved).expect("restore the new file");
+    let probe = prober.probe(&t.uri, &options).await.expect("whole again");
+    assert_eq!(probe.files, 2);
 }
