@@ -392,6 +392,7 @@ if fleet:
     row("idle CPU", lambda s: f"{100 * s['replica']['idle_cpu_seconds'] / s['replica']['idle_window_seconds']:.0f}% of a core")
     row("/metrics scrape (median of 5)", lambda s: f"{s['replica']['metrics_scrape_seconds'] * 1000:.0f} ms")
     row("/metrics size", lambda s: f"{s['replica']['metrics_bytes'] / 1024:.0f} KiB, {s['replica']['metrics_series']:,} series")
+    row("/metrics as Prometheus fetches it (gzip, median of 5)", lambda s: f"{s['replica'].get('metrics_gzip_scrape_seconds', 0) * 1000:.0f} ms, {s['replica'].get('metrics_gzip_bytes', 0) / 1024:.0f} KiB")
     row("dashboard front page GET / (median of 5)", lambda s: f"{s['replica']['dashboard_seconds'] * 1000:.0f} ms, {s['replica']['dashboard_bytes'] / 1024:.0f} KiB")
     row("enqueue one job per table, Postgres", lambda s: f"{s['enqueue_postgres']['seconds']:.2f} s ({s['enqueue_postgres']['jobs_per_sec']:.0f}/s)")
     row("enqueue one job per table, SQLite", lambda s: f"{s['enqueue_sqlite']['seconds']:.2f} s ({s['enqueue_sqlite']['jobs_per_sec']:.0f}/s)")

@@ -14,7 +14,8 @@
 //!   (`tablekeeper_table_version` series count; replicas share the probing);
 //! - RSS at ready and after settling (after the first probe round and a pause), peak RSS,
 //!   and CPU used while idle (the first replica's; settled RSS and idle CPU of each);
-//! - `/metrics` scrape time (median of 5) and size;
+//! - `/metrics` scrape time (median of 5) and size, as plain text and as Prometheus fetches
+//!   it (gzip: the bytes on the wire);
 //! - the dashboard's front page and one table's page: time (median of 5) and size;
 //! - enqueueing one job per table through the store API (`connect` + `enqueue`) on a
 //!   fresh Postgres database and on a fresh SQLite file;
@@ -209,7 +210,7 @@ async fn measure_size(run: &Run<'_>) -> Result<Value> {
     let enqueue_sqlite = enqueue_all(&sqlite_url, n).await?;
 
     eprintln!(
-        "fleet {n:>5} x{}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB | / {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
+        "fleet {n:>5} x{}: validate {validate_secs:.2}s | ready {:.2}s, started {:.2}s, all probed {:.1}s | RSS settled {:.0} MB | /metrics {:.3}s {} KB, gzip {:.3}s {} KB | / {:.3}s {} KB | enqueue pg {:.2}s sqlite {:.2}s",
         run.replicas,
         replica["ready_seconds"].as_f64().unwrap_or(0.0),
         replica["started_log_seconds"].as_f64().unwrap_or(0.0),
@@ -217,6 +218,8 @@ async fn measure_size(run: &Run<'_>) -> Result<Value> {
         replica["rss_settled_mb"].as_f64().unwrap_or(0.0),
         replica["metrics_scrape_seconds"].as_f64().unwrap_or(0.0),
         replica["metrics_bytes"].as_u64().unwrap_or(0) / 1024,
+        replica["metrics_gzip_scrape_seconds"].as_f64().unwrap_or(0.0),
+        replica["metrics_gzip_bytes"].as_u64().unwrap_or(0) / 1024,
         replica["dashboard_seconds"].as_f64().unwrap_or(0.0),
         replica["dashboard_bytes"].as_u64().unwrap_or(0) / 1024,
         enqueue_pg["seconds"].as_f64().unwrap_or(0.0),
@@ -347,6 +350,29 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .count();
     }
+    // as Prometheus scrapes it: gzip asked for (reqwest, built without gzip, leaves the
+    // body compressed, so its length is the bytes on the wire)
+    let mut gzip_secs = Vec::new();
+    let mut metrics_gzip_bytes = 0;
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        let response = client
+            .get(format!("{base}/metrics"))
+            .header(reqwest::header::ACCEPT_ENCODING, "gzip")
+            .send()
+            .await?
+            .error_for_status()?;
+        let encoding = response
+            .headers()
+            .get(reqwest::header::CONTENT_ENCODING)
+            .cloned();
+        let body = response.bytes().await?;
+        gzip_secs.push(secs(t));
+        if encoding.as_ref().and_then(|v| v.to_str().ok()) != Some("gzip") {
+            bail!("/metrics did not answer gzip when asked (content-encoding {encoding:?})");
+        }
+        metrics_gzip_bytes = body.len();
+    }
     // the dashboard's front page (worst first, one page) and one table's page
     let mut page_secs = Vec::new();
     let mut table_page_secs = Vec::new();
@@ -408,6 +434,8 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
         "metrics_scrape_seconds": median(&scrape_secs),
         "metrics_bytes": metrics_bytes,
         "metrics_series": series,
+        "metrics_gzip_scrape_seconds": median(&gzip_secs),
+        "metrics_gzip_bytes": metrics_gzip_bytes,
         "dashboard_seconds": median(&page_secs),
         "dashboard_bytes": page_bytes,
         "table_page_seconds": median(&table_page_secs),

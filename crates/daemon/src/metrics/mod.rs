@@ -1,5 +1,6 @@
 //! Every Prometheus metric tablekeeper exports, defined and registered in one place, and
-//! written only through the typed methods below.
+//! written only through the typed methods below: counters and fleet-wide gauges in a
+//! prometheus registry, the per-table state gauges as compact rows (`table_gauges.rs`).
 //!
 //! Names, types and labels are a public contract (DESIGN.md "Metrics"): alert rules and
 //! dashboards depend on them. Label values come only from the inventory (`table`, `owner`)
@@ -7,17 +8,22 @@
 //! error strings or job ids, so series counts stay bounded by the fleet size. This module
 //! knows nothing of the fleet's state: the publisher (`publish.rs`) hands it plain figures.
 
+mod table_gauges;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
 use tablekeeper_vocab::{AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind};
+
+use table_gauges::TableGauges;
 
 /// Job-duration buckets in seconds: maintenance runs from sub-second checkpoints on small
 /// tables to multi-hour compactions (the default job timeout is 2h), so the buckets span
@@ -65,34 +71,17 @@ pub(crate) struct OperationFigures {
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
     registry: Registry,
-    table_info: IntGaugeVec,
-    last_success_timestamp_seconds: GaugeVec,
-    staleness_seconds: GaugeVec,
+    /// Every table's state gauges (info, figures, staleness, streaks, drift, erasure).
+    tables: Arc<TableGauges>,
     jobs_total: IntCounterVec,
     commit_conflicts_total: IntCounterVec,
     concurrency_key_waits_total: IntCounterVec,
-    consecutive_failures: IntGaugeVec,
     job_duration_seconds: HistogramVec,
     jobs: IntGaugeVec,
-    table_files: IntGaugeVec,
-    table_size_bytes: IntGaugeVec,
-    table_small_files: IntGaugeVec,
-    table_version: IntGaugeVec,
-    table_commits_since_checkpoint: IntGaugeVec,
-    table_commits_per_hour: GaugeVec,
-    table_deleted_rows: IntGaugeVec,
-    erasure_pending_seconds: GaugeVec,
-    /// Not in the contract table: the inventory's `retention.erasure_deadline`, for the
-    /// TablekeeperErasureOverdue alert (only tables that declare one).
-    erasure_deadline_seconds: GaugeVec,
     table_probe_failures_total: IntCounterVec,
-    drift: IntGaugeVec,
     bytes_rewritten_total: IntCounterVec,
     bytes_reclaimed_total: IntCounterVec,
     stale_writes_total: IntCounterVec,
-    /// Not in the contract table: when the job store first recorded the table's latest
-    /// stale write, for TablekeeperStaleWriteDetected (only tables that had one).
-    last_stale_write_timestamp_seconds: GaugeVec,
     inventory_tables: IntGauge,
     inventory_reload_failures_total: IntCounter,
     build_info: IntGaugeVec,
@@ -122,24 +111,7 @@ impl Metrics {
         let table = &["table"];
         let m = Self {
             registry: Registry::new(),
-            table_info: IntGaugeVec::new(
-                opts("table_info", "Always 1; joins tables to their owners for alert routing"),
-                &["table", "owner"],
-            )?,
-            last_success_timestamp_seconds: GaugeVec::new(
-                opts(
-                    "last_success_timestamp_seconds",
-                    "Unix time of the last successful run of an operation on a table (Delta log or job table)",
-                ),
-                table_op,
-            )?,
-            staleness_seconds: GaugeVec::new(
-                opts(
-                    "staleness_seconds",
-                    "Seconds since the last successful run of an operation; since table creation if never",
-                ),
-                table_op,
-            )?,
+            tables: Arc::default(),
             jobs_total: IntCounterVec::new(
                 opts("jobs_total", "Finished job attempts by outcome"),
                 &["table", "operation", "outcome"],
@@ -158,13 +130,6 @@ impl Metrics {
                 ),
                 table_op,
             )?,
-            consecutive_failures: IntGaugeVec::new(
-                opts(
-                    "consecutive_failures",
-                    "Failed attempts of an operation on a table since its last success, fleet-wide from the job table (every replica exports the same value)",
-                ),
-                table_op,
-            )?,
             job_duration_seconds: HistogramVec::new(
                 histogram("job_duration_seconds", "Wall time of job attempts", DURATION_BUCKETS),
                 &["operation"],
@@ -173,65 +138,10 @@ impl Metrics {
                 opts("jobs", "Jobs in the job table by state (fleet-wide)"),
                 &["state"],
             )?,
-            table_files: IntGaugeVec::new(
-                opts("table_files", "Active data files, from the Delta log"),
-                table,
-            )?,
-            table_size_bytes: IntGaugeVec::new(
-                opts("table_size_bytes", "Bytes in active data files, from the Delta log"),
-                table,
-            )?,
-            table_small_files: IntGaugeVec::new(
-                opts("table_small_files", "Active data files under the small-file threshold"),
-                table,
-            )?,
-            table_version: IntGaugeVec::new(opts("table_version", "Current Delta table version"), table)?,
-            table_commits_since_checkpoint: IntGaugeVec::new(
-                opts(
-                    "table_commits_since_checkpoint",
-                    "Commits since the last checkpoint",
-                ),
-                table,
-            )?,
-            table_commits_per_hour: GaugeVec::new(
-                opts(
-                    "table_commits_per_hour",
-                    "Commits in the last hour; compare with writers.commit_budget_per_hour",
-                ),
-                table,
-            )?,
-            table_deleted_rows: IntGaugeVec::new(
-                opts(
-                    "table_deleted_rows",
-                    "Rows marked deleted by deletion vectors but still inside active files (from the log)",
-                ),
-                table,
-            )?,
-            erasure_pending_seconds: GaugeVec::new(
-                opts(
-                    "erasure_pending_seconds",
-                    "Age of the oldest deletion whose rows are still physically on storage (in a file with a deletion vector, a removed file not yet vacuumed, or a change-data file); 0 when none",
-                ),
-                table,
-            )?,
-            erasure_deadline_seconds: GaugeVec::new(
-                opts(
-                    "erasure_deadline_seconds",
-                    "The inventory's retention.erasure_deadline: deleted rows must be physically gone within it",
-                ),
-                table,
-            )?,
             table_probe_failures_total: IntCounterVec::new(
                 opts(
                     "table_probe_failures_total",
                     "Failed table probes by kind: transient (storage did not answer) or unreadable (missing files or log, damaged log, denied access)",
-                ),
-                &["table", "kind"],
-            )?,
-            drift: IntGaugeVec::new(
-                opts(
-                    "drift",
-                    "1 when the live table disagrees with the inventory (kind: retention, protocol, partitioning)",
                 ),
                 &["table", "kind"],
             )?,
@@ -247,13 +157,6 @@ impl Metrics {
                 opts(
                     "stale_writes_total",
                     "Commits by other writers planned on a snapshot older than a tablekeeper rewrite (their intent lost until repaired), from the job store",
-                ),
-                table,
-            )?,
-            last_stale_write_timestamp_seconds: GaugeVec::new(
-                opts(
-                    "last_stale_write_timestamp_seconds",
-                    "When the job store first recorded the table's latest stale write (any replica)",
                 ),
                 table,
             )?,
@@ -316,30 +219,15 @@ impl Metrics {
 
     fn register_all(&self) -> prometheus::Result<()> {
         let r = &self.registry;
-        r.register(Box::new(self.table_info.clone()))?;
-        r.register(Box::new(self.last_success_timestamp_seconds.clone()))?;
-        r.register(Box::new(self.staleness_seconds.clone()))?;
         r.register(Box::new(self.jobs_total.clone()))?;
         r.register(Box::new(self.commit_conflicts_total.clone()))?;
         r.register(Box::new(self.concurrency_key_waits_total.clone()))?;
-        r.register(Box::new(self.consecutive_failures.clone()))?;
         r.register(Box::new(self.job_duration_seconds.clone()))?;
         r.register(Box::new(self.jobs.clone()))?;
-        r.register(Box::new(self.table_files.clone()))?;
-        r.register(Box::new(self.table_size_bytes.clone()))?;
-        r.register(Box::new(self.table_small_files.clone()))?;
-        r.register(Box::new(self.table_version.clone()))?;
-        r.register(Box::new(self.table_commits_since_checkpoint.clone()))?;
-        r.register(Box::new(self.table_commits_per_hour.clone()))?;
-        r.register(Box::new(self.table_deleted_rows.clone()))?;
-        r.register(Box::new(self.erasure_pending_seconds.clone()))?;
-        r.register(Box::new(self.erasure_deadline_seconds.clone()))?;
         r.register(Box::new(self.table_probe_failures_total.clone()))?;
-        r.register(Box::new(self.drift.clone()))?;
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
         r.register(Box::new(self.bytes_reclaimed_total.clone()))?;
         r.register(Box::new(self.stale_writes_total.clone()))?;
-        r.register(Box::new(self.last_stale_write_timestamp_seconds.clone()))?;
         r.register(Box::new(self.inventory_tables.clone()))?;
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
@@ -358,21 +246,13 @@ impl Metrics {
     /// (README "Metrics": which series exist when).
     pub(crate) fn table_added(&self, spec: &TableSpec) {
         let name = spec.name.as_str();
-        self.table_info
-            .with_label_values(&[name, spec.owner.as_str()])
-            .set(1);
-        match spec.retention.erasure_deadline {
-            Some(deadline) => self
-                .erasure_deadline_seconds
-                .with_label_values(&[name])
-                .set(deadline.as_secs_f64()),
-            None => {
-                let _ = self.erasure_deadline_seconds.remove_label_values(&[name]);
-            }
-        }
+        self.tables.update(name, |row| {
+            row.owner = Some(spec.owner.clone());
+            row.erasure_deadline_seconds = spec.retention.erasure_deadline.map(|d| d.as_secs_f64());
+            row.operations.retain(|op, _| spec.operation_enabled(*op));
+        });
         for op in Operation::SCHEDULED {
             if !spec.operation_enabled(op) {
-                self.hide_operation(name, op);
                 for counter in [
                     &self.commit_conflicts_total,
                     &self.concurrency_key_waits_total,
@@ -386,32 +266,27 @@ impl Metrics {
     /// Drops the gauges of an operation that does not apply to a table (disabled, or purge
     /// of a table without deletion vectors), so it never looks stale or failing.
     pub(crate) fn hide_operation(&self, table: &str, op: Operation) {
-        let labels = [table, op.as_str()];
-        let _ = self.staleness_seconds.remove_label_values(&labels);
-        let _ = self
-            .last_success_timestamp_seconds
-            .remove_label_values(&labels);
-        let _ = self.consecutive_failures.remove_label_values(&labels);
+        self.tables.update_existing(table, |row| {
+            row.operations.remove(&op);
+        });
     }
 
-    /// The table's owner changed: the old `table_info` series goes.
+    /// The table's owner changed: the old `table_info` series goes (`table_added` writes the
+    /// new one).
     pub(crate) fn owner_changed(&self, table: &str, old_owner: &str) {
-        let _ = self.table_info.remove_label_values(&[table, old_owner]);
+        self.tables.update_existing(table, |row| {
+            if row.owner.as_deref() == Some(old_owner) {
+                row.owner = None;
+            }
+        });
     }
 
     /// Removes every series labelled with `table` (a table left the inventory), so a
     /// removed table stops alerting instead of going stale forever.
-    pub(crate) fn forget_table(&self, table: &str, owner: &str) {
-        let _ = self.table_info.remove_label_values(&[table, owner]);
+    pub(crate) fn forget_table(&self, table: &str, _owner: &str) {
+        self.tables.remove(table);
         for op in Operation::ALL {
             let labels = [table, op.as_str()];
-            for gauge in [
-                &self.last_success_timestamp_seconds,
-                &self.staleness_seconds,
-            ] {
-                let _ = gauge.remove_label_values(&labels);
-            }
-            let _ = self.consecutive_failures.remove_label_values(&labels);
             for counter in [
                 &self.commit_conflicts_total,
                 &self.concurrency_key_waits_total,
@@ -423,24 +298,6 @@ impl Metrics {
                     self.jobs_total
                         .remove_label_values(&[table, op.as_str(), outcome.as_str()]);
             }
-        }
-        for gauge in [
-            &self.table_files,
-            &self.table_size_bytes,
-            &self.table_small_files,
-            &self.table_version,
-            &self.table_commits_since_checkpoint,
-            &self.table_deleted_rows,
-        ] {
-            let _ = gauge.remove_label_values(&[table]);
-        }
-        for gauge in [
-            &self.table_commits_per_hour,
-            &self.erasure_pending_seconds,
-            &self.erasure_deadline_seconds,
-            &self.last_stale_write_timestamp_seconds,
-        ] {
-            let _ = gauge.remove_label_values(&[table]);
         }
         for counter in [
             &self.bytes_rewritten_total,
@@ -454,9 +311,6 @@ impl Metrics {
                 .table_probe_failures_total
                 .remove_label_values(&[table, kind.as_str()]);
         }
-        for kind in DriftKind::ALL {
-            let _ = self.drift.remove_label_values(&[table, kind.as_str()]);
-        }
     }
 
     pub(crate) fn set_inventory_size(&self, tables: usize) {
@@ -469,79 +323,27 @@ impl Metrics {
 
     // ------------------------------------------------------------ table figures
 
-    /// The size figures of a table's latest probe.
+    /// The size figures of a table's latest probe (the erasure gauges only where
+    /// `figures.erasure` says erasure is a question).
     pub(crate) fn set_table_figures(&self, table: &str, figures: TableFigures) {
-        let t = [table];
-        let gauges = [
-            (&self.table_files, figures.files),
-            (&self.table_size_bytes, figures.size_bytes),
-            (&self.table_small_files, figures.small_files),
-            (
-                &self.table_commits_since_checkpoint,
-                figures.commits_since_checkpoint,
-            ),
-        ];
-        for (gauge, value) in gauges {
-            gauge
-                .with_label_values(&t)
-                .set(i64::try_from(value).unwrap_or(i64::MAX));
-        }
-        self.table_version
-            .with_label_values(&t)
-            .set(figures.version);
-        self.table_commits_per_hour
-            .with_label_values(&t)
-            .set(figures.commits_per_hour as f64);
-        match figures.erasure {
-            Some(erasure) => {
-                self.table_deleted_rows
-                    .with_label_values(&t)
-                    .set(i64::try_from(erasure.deleted_rows).unwrap_or(i64::MAX));
-                self.erasure_pending_seconds
-                    .with_label_values(&t)
-                    .set(erasure.pending.as_secs_f64());
-            }
-            None => {
-                let _ = self.table_deleted_rows.remove_label_values(&t);
-                let _ = self.erasure_pending_seconds.remove_label_values(&t);
-            }
-        }
+        self.tables.update(table, |row| row.figures = Some(figures));
     }
 
-    /// 1 for each kind in `drifted`, 0 for the others.
     /// Drift series exist only for the kinds that drifted (value 1): a fleet in line with
     /// its inventory exports none.
     pub(crate) fn set_drift(&self, table: &str, drifted: &[DriftKind]) {
-        for kind in DriftKind::ALL {
-            let labels = [table, kind.as_str()];
-            if drifted.contains(&kind) {
-                self.drift.with_label_values(&labels).set(1);
-            } else {
-                let _ = self.drift.remove_label_values(&labels);
-            }
-        }
+        self.tables.update(table, |row| {
+            row.drift.clear();
+            row.drift.extend_from_slice(drifted);
+        });
     }
 
+    /// An operation's staleness and last success (kept when not known now), and its failure
+    /// streak (a series only while there is one; the rule fires on >= 3).
     pub(crate) fn set_operation(&self, table: &str, op: Operation, figures: OperationFigures) {
-        let labels = [table, op.as_str()];
-        if let Some(at) = figures.last_success {
-            self.last_success_timestamp_seconds
-                .with_label_values(&labels)
-                .set(at.timestamp() as f64);
-        }
-        if let Some(stale) = figures.staleness {
-            self.staleness_seconds
-                .with_label_values(&labels)
-                .set(stale.num_seconds() as f64);
-        }
-        // a failure streak exists while there is one; the rule fires on >= 3
-        if figures.consecutive_failures > 0 {
-            self.consecutive_failures
-                .with_label_values(&labels)
-                .set(figures.consecutive_failures);
-        } else {
-            let _ = self.consecutive_failures.remove_label_values(&labels);
-        }
+        self.tables.update(table, |row| {
+            row.operations.entry(op).or_default().update(figures);
+        });
     }
 
     pub(crate) fn count_probe_failure(&self, table: &str, kind: ProbeFailureKind) {
@@ -571,9 +373,9 @@ impl Metrics {
             counter.inc_by(recorded - current);
         }
         if let Some(at) = last_detected {
-            self.last_stale_write_timestamp_seconds
-                .with_label_values(&[table])
-                .set(at.timestamp() as f64);
+            self.tables.update(table, |row| {
+                row.last_stale_write_seconds = Some(at.timestamp() as f64);
+            });
         }
     }
 
@@ -627,6 +429,7 @@ impl Metrics {
     pub(crate) fn render(&self) -> Result<String, prometheus::Error> {
         let mut buf = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buf)?;
+        self.tables.encode(&mut buf)?;
         String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))
     }
 }
@@ -707,20 +510,7 @@ mod tests {
         let before = m.render().unwrap();
         assert!(before.contains("table=\"gone\""));
         m.forget_table("gone", "owner");
-        let left: Vec<String> = m
-            .registry
-            .gather()
-            .iter()
-            .filter(|f| {
-                f.get_metric().iter().any(|metric| {
-                    metric
-                        .get_label()
-                        .iter()
-                        .any(|l| l.name() == "table" && l.value() == "gone")
-                })
-            })
-            .map(|f| f.name().to_owned())
-            .collect();
+        let left = series_of(&m, "gone");
         assert!(left.is_empty(), "series of a removed table left: {left:?}");
         assert!(m.render().unwrap().contains("table=\"kept\""));
     }
