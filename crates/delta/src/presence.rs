@@ -15,8 +15,9 @@
 //! ([`ensure_files_present`]): a HEAD request each.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
-use deltalake::logstore::object_store::{GetOptions, ObjectStore};
+use deltalake::logstore::object_store::{GetOptions, ObjectMeta, ObjectStore};
 use deltalake::{DeltaTable, ObjectStoreError, Path};
 use futures::{StreamExt, TryStreamExt};
 
@@ -29,29 +30,79 @@ use crate::snapshot::ActiveFile;
 const LOG_PREFIX: &str = "_delta_log/";
 
 /// What one listing of the table root found.
+#[derive(Default)]
 struct Listed {
     /// Data file paths (relative, percent-decoded).
     data: HashSet<String>,
     log: LogListing,
 }
 
-async fn list_root(table: &DeltaTable, uri: &str) -> Result<Listed, DeltaError> {
-    let mut entries = table.object_store().list(None);
-    let mut listed = Listed {
-        data: HashSet::new(),
-        log: LogListing::default(),
-    };
-    while let Some(meta) = entries
-        .try_next()
-        .await
-        .map_err(|err| DeltaError::store(uri, "listing the table's files", err))?
-    {
+impl Listed {
+    fn add(&mut self, meta: &ObjectMeta) {
         if meta.location.as_ref().starts_with(LOG_PREFIX) {
-            listed
-                .log
+            self.log
                 .add(&meta.location, meta.last_modified.timestamp_millis());
         } else {
-            listed.data.insert(decode_path(meta.location.as_ref()));
+            self.data.insert(decode_path(meta.location.as_ref()));
+        }
+    }
+}
+
+/// A table with at least this many active files is listed directory by directory, at the
+/// same time; a smaller one in one go (one LIST request answers up to 1,000 objects, so
+/// splitting it would only add requests).
+const LIST_DIRECTORIES_FROM: usize = 1_000;
+
+/// Lists every object under the table root. A large table's root level is listed first,
+/// then each directory below it (partitions, `_delta_log/`) at the same time, so the listing
+/// takes about as long as its largest partition's, not the sum of all.
+async fn list_root(table: &DeltaTable, uri: &str, active: usize) -> Result<Listed, DeltaError> {
+    let store = table.object_store();
+    let context = "listing the table's files";
+    let mut listed = Listed::default();
+    if active < LIST_DIRECTORIES_FROM {
+        let mut entries = store.list(None);
+        while let Some(meta) = entries
+            .try_next()
+            .await
+            .map_err(|err| DeltaError::store(uri, context, err))?
+        {
+            listed.add(&meta);
+        }
+        return Ok(listed);
+    }
+    let top = store
+        .list_with_delimiter(None)
+        .await
+        .map_err(|err| DeltaError::store(uri, context, err))?;
+    for meta in &top.objects {
+        listed.add(meta);
+    }
+    // owned futures, built before the first await (see `ensure_files_present`)
+    let directories: Vec<_> = top
+        .common_prefixes
+        .into_iter()
+        .map(|prefix| {
+            let (store, uri) = (Arc::clone(&store), uri.to_owned());
+            async move {
+                let mut part = Listed::default();
+                let mut entries = store.list(Some(&prefix));
+                while let Some(meta) = entries
+                    .try_next()
+                    .await
+                    .map_err(|err| DeltaError::store(&uri, context, err))?
+                {
+                    part.add(&meta);
+                }
+                Ok::<_, DeltaError>(part)
+            }
+        })
+        .collect();
+    let mut parts = futures::stream::iter(directories).buffer_unordered(LOG_READ_CONCURRENCY);
+    while let Some(part) = parts.try_next().await? {
+        listed.data.extend(part.data);
+        if !part.log.files.is_empty() || !part.log.commits.is_empty() {
+            listed.log = part.log;
         }
     }
     Ok(listed)
@@ -75,7 +126,7 @@ pub(crate) async fn ensure_present(
     uri: &str,
     files: &[ActiveFile],
 ) -> Result<(), DeltaError> {
-    let listed = list_root(table, uri).await?;
+    let listed = list_root(table, uri, files.len()).await?;
     let missing = missing_files(&listed.data, files);
     if !missing.is_empty() {
         return Err(DeltaError::MissingDataFiles {
@@ -178,5 +229,37 @@ pub(crate) async fn explain_load_failure(uri: &str, err: DeltaError) -> DeltaErr
     match ensure_log_sound(uri, &listing, latest, hint) {
         Ok(()) => err,
         Err(damaged) => damaged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{write_small_files, SmallFiles};
+
+    /// The directory-by-directory listing of a large table finds what the one-go listing of
+    /// a small one finds.
+    #[tokio::test]
+    async fn both_listings_find_the_same_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let spec = SmallFiles {
+            partitions: 3,
+            files_per_partition: 2,
+            rows_per_file: 5,
+            payload_bytes: 8,
+        };
+        write_small_files(&uri, &spec).await.unwrap();
+        // a file at the root level too
+        std::fs::write(dir.path().join("t/stray.parquet"), b"x").unwrap();
+        let table = crate::open::open_table(&uri).await.unwrap();
+
+        let whole = list_root(&table, &uri, 0).await.unwrap();
+        let by_directory = list_root(&table, &uri, usize::MAX).await.unwrap();
+        assert_eq!(by_directory.data, whole.data);
+        assert_eq!(whole.data.len(), 3 * 2 + 1, "{:?}", whole.data);
+        assert_eq!(by_directory.log.commits, whole.log.commits);
+        assert_eq!(by_directory.log.files.len(), whole.log.files.len());
+        assert!(!whole.log.commits.is_empty());
     }
 }
