@@ -16,6 +16,7 @@
 #                                  the script creates and drops tk_bench_pgbench and tk_test_* databases
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
+#   BENCH_TK_BENCH                 another tk-bench binary to drive the runs (e.g. a debug one beside a release tablekeeper)
 #   BENCH_ONLY                     space-separated subset of "jobs compact growth probe fleet"
 #   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
 #   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
@@ -96,7 +97,7 @@ else
   # rebuilds DataFusion (10+ minutes) instead of reusing the workspace's artifacts
   nice -n 19 cargo build --workspace --bins >&2
 fi
-TK_BENCH="$CARGO_TARGET_DIR/$PROFILE/tk-bench"
+TK_BENCH="${BENCH_TK_BENCH:-$CARGO_TARGET_DIR/$PROFILE/tk-bench}"
 TABLEKEEPER="$CARGO_TARGET_DIR/$PROFILE/tablekeeper"
 NEEDED=("$TK_BENCH")
 if wants fleet; then NEEDED+=("$TABLEKEEPER"); fi
