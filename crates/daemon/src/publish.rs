@@ -16,10 +16,7 @@ use crate::metrics::{ErasureFigures, Metrics, OperationFigures, TableFigures};
 /// starting values (operations the inventory disabled lose theirs).
 pub(crate) fn inventory(metrics: &Metrics, fleet: &Fleet, change: &InventoryChange) {
     for spec in &change.removed {
-        metrics.forget_table(&spec.name, &spec.owner);
-    }
-    for (table, previous_owner) in &change.owner_changed {
-        metrics.owner_changed(table, previous_owner);
+        metrics.forget_table(&spec.name);
     }
     let inventory = fleet.inventory();
     for spec in &inventory.tables {

@@ -61,13 +61,11 @@ fn failure_kind(err: &tablekeeper_delta::DeltaError) -> ProbeFailureKind {
     }
 }
 
-/// What a new inventory changed: tables added and removed, owners changed.
+/// What a new inventory changed: tables added and removed.
 #[derive(Debug, Default)]
 pub(crate) struct InventoryChange {
     pub added: Vec<String>,
     pub removed: Vec<TableSpec>,
-    /// (table, previous owner).
-    pub owner_changed: Vec<(String, String)>,
 }
 
 /// The inventory with its tables indexed by name (looked up per job, tick and request).
@@ -175,16 +173,10 @@ impl Fleet {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         let mut change = InventoryChange::default();
         for spec in &old.tables {
-            match new.table(&spec.name) {
-                None => {
-                    tables.remove(&spec.name);
-                    self.prober.forget(&spec.path);
-                    change.removed.push(spec.clone());
-                }
-                Some(new) if new.owner != spec.owner => change
-                    .owner_changed
-                    .push((spec.name.clone(), spec.owner.clone())),
-                Some(_) => {}
+            if new.table(&spec.name).is_none() {
+                tables.remove(&spec.name);
+                self.prober.forget(&spec.path);
+                change.removed.push(spec.clone());
             }
         }
         for spec in &new.inventory.tables {

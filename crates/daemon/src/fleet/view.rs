@@ -114,11 +114,7 @@ pub(crate) struct Rank {
 pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> TableView {
     let probed = probed(state);
     let operations = operation_views(spec, state, probed, now, NextRuns::Computed);
-    let drift = state
-        .probe
-        .as_ref()
-        .map(|p| drift(spec, p))
-        .unwrap_or_default();
+    let drift = table_drift(spec, state);
     let (health, health_reasons) = health(spec, state, &operations, &drift);
     let repair = match probed {
         Probed::Read(_) => planner::admit(
@@ -156,11 +152,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
 /// The table's [`Rank`]: its view's health and staleness, at a fraction of the cost.
 pub(crate) fn rank(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Rank {
     let operations = operation_views(spec, state, probed(state), now, NextRuns::Skipped);
-    let drift = state
-        .probe
-        .as_ref()
-        .map(|p| drift(spec, p))
-        .unwrap_or_default();
+    let drift = table_drift(spec, state);
     Rank {
         health: health(spec, state, &operations, &drift).0,
         worst_staleness: worst_staleness(&operations),
@@ -175,6 +167,15 @@ fn worst_staleness(operations: &[OperationView]) -> i64 {
         .filter_map(|o| o.staleness_seconds)
         .max()
         .unwrap_or(0)
+}
+
+/// How the live table disagrees with its inventory entry (nothing before the first probe).
+fn table_drift(spec: &TableSpec, state: &TableState) -> Vec<Drift> {
+    state
+        .probe
+        .as_ref()
+        .map(|p| drift(spec, p))
+        .unwrap_or_default()
 }
 
 fn probed(state: &TableState) -> Probed<'_> {

@@ -239,7 +239,8 @@ impl Metrics {
 
     // ------------------------------------------------------------ table lifecycle
 
-    /// A table is in the inventory. Only the series every table needs from the start are
+    /// A table is in the inventory (again after every reload, so an owner change replaces
+    /// its `table_info` series). Only the series every table needs from the start are
     /// created here: `table_info` (the join target of every rule) and the declared erasure
     /// deadline. Series of operations the inventory disabled are dropped so a disabled
     /// operation never looks stale. Everything else appears with its first figure or event
@@ -271,19 +272,9 @@ impl Metrics {
         });
     }
 
-    /// The table's owner changed: the old `table_info` series goes (`table_added` writes the
-    /// new one).
-    pub(crate) fn owner_changed(&self, table: &str, old_owner: &str) {
-        self.tables.update_existing(table, |row| {
-            if row.owner.as_deref() == Some(old_owner) {
-                row.owner = None;
-            }
-        });
-    }
-
     /// Removes every series labelled with `table` (a table left the inventory), so a
     /// removed table stops alerting instead of going stale forever.
-    pub(crate) fn forget_table(&self, table: &str, _owner: &str) {
+    pub(crate) fn forget_table(&self, table: &str) {
         self.tables.remove(table);
         for op in Operation::ALL {
             let labels = [table, op.as_str()];
@@ -509,7 +500,7 @@ mod tests {
         touch_every_series(&m, "kept");
         let before = m.render().unwrap();
         assert!(before.contains("table=\"gone\""));
-        m.forget_table("gone", "owner");
+        m.forget_table("gone");
         let left = series_of(&m, "gone");
         assert!(left.is_empty(), "series of a removed table left: {left:?}");
         assert!(m.render().unwrap().contains("table=\"kept\""));
