@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tablekeeper benchmarks against their reference points (see BENCHMARKS.md):
 #   jobs     job table claim+complete throughput vs pgbench TPS on the same Postgres;
-#   compact  compaction time vs python deltalake's optimize.compact and vs `cp -r` of the
-#            same table bytes;
+#   compact  compaction and Z-order time vs python deltalake's optimize.compact/z_order and
+#            compaction throughput vs a cold-cache `cp -r` of the same table bytes, on a table
+#            of small row groups (decoded) and one of large row groups (copied);
+#   rewrite  peak RSS of `tablekeeper maintain` compacting and Z-ordering one ~2 GB partition;
 #   growth   30 simulated days: scheduled compaction, whole-table compaction, scoped and
 #            whole-table Z-order and VACUUM, day-30 cost / day-1 cost;
 #   probe    probing a 100k-file, 10k-commit table cold and incrementally vs python
@@ -17,11 +19,12 @@
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_TK_BENCH                 another tk-bench binary to drive the runs (e.g. a debug one beside a release tablekeeper)
-#   BENCH_ONLY                     space-separated subset of "jobs compact growth probe fleet"
+#   BENCH_ONLY                     space-separated subset of "jobs compact rewrite growth probe fleet"
 #   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
 #   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
-#   BENCH_COMPACT_ROWS             rows per file of the compaction table (default 2000: 400 files, 15 MB;
-#                                  20000 gives about 150 MB)
+#   BENCH_COMPACT_ROWS             rows per file of the decoded compaction table (default 2000: 400 files,
+#                                  about 113 MB); BENCH_COMPACT_COPIED_ROWS the copied one's (default 10000)
+#   BENCH_COMPACT_VARIANTS         which compaction tables to run (default "decoded copied")
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
 # Writes bench-results/*.json (smoke: bench-results/smoke/, release: bench-results/release/;
 # summary.json holds the ratios and goal verdicts) and prints markdown tables.
@@ -42,7 +45,7 @@ PG_URL="${TABLEKEEPER_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/post
 PROFILE="${BENCH_PROFILE:-debug}"
 # pinned: the python engine we compare against (latest on PyPI when this was written)
 PY_DELTALAKE_VERSION="1.6.6"
-ONLY="${BENCH_ONLY:-jobs compact growth probe fleet}"
+ONLY="${BENCH_ONLY:-jobs compact rewrite growth probe fleet}"
 # smoke and release figures go to their own folders so they never overwrite or mix with
 # the full debug run's (the one BENCHMARKS.md quotes)
 RESULTS=bench-results
@@ -62,8 +65,8 @@ fi
 
 for section in $ONLY; do
   case "$section" in
-    jobs|compact|growth|probe|fleet) ;;
-    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact growth probe fleet)" >&2; exit 2 ;;
+    jobs|compact|rewrite|growth|probe|fleet) ;;
+    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact rewrite growth probe fleet)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
@@ -141,16 +144,31 @@ if wants jobs; then
   TABLEKEEPER_TEST_DATABASE_URL="$PG_URL" "$TK_BENCH" jobs $SMOKE --out "$RESULTS/jobs.json" >/dev/null
 fi
 
-# compact: compaction vs python deltalake vs cp -r -----------------------------------------
+# compact: compaction (and Z-order) vs python deltalake vs a cold-cache cp -r ---------------
+# Two tables of 400 files each: "decoded" files of one small row group (2,000 rows, about
+# 0.28 MB) that compaction must decode and merge, and "copied" files whose row group is over
+# the copy path's 1 MiB (10,000 rows, about 1.4 MB). The page cache is dropped before every
+# timed step when the script runs as root (each JSON says whether it could).
+drop_caches() { sync; if [[ -w /proc/sys/vm/drop_caches ]]; then echo 3 > /proc/sys/vm/drop_caches; echo true; else echo false; fi; }
 if wants compact; then
-  echo "== tk-bench compact" >&2
-  "$TK_BENCH" compact $SMOKE ${BENCH_COMPACT_ROWS:+--rows-per-file "$BENCH_COMPACT_ROWS"} --dir "$DATA" --out "$RESULTS/compact.json" >/dev/null
-  SOURCE=$("$PY" -c "import json; print(json.load(open('$RESULTS/compact.json'))['source'])")
-  COPY_B=$("$PY" -c "import json; print(json.load(open('$RESULTS/compact.json'))['copy_b'])")
+  for variant in ${BENCH_COMPACT_VARIANTS:-decoded copied}; do
+    case "$variant" in
+      decoded) ROWS="${BENCH_COMPACT_ROWS:-2000}"; ZORDER="--zorder" ;;
+      copied) ROWS="${BENCH_COMPACT_COPIED_ROWS:-10000}"; ZORDER="" ;;
+      *) echo "BENCH_COMPACT_VARIANTS: unknown variant '$variant' (use decoded copied)" >&2; exit 2 ;;
+    esac
+    OUT="$RESULTS/compact-$variant"
+    echo "== tk-bench compact ($variant: $ROWS rows per file)" >&2
+    "$TK_BENCH" compact $SMOKE $ZORDER --rows-per-file "$ROWS" --dir "$DATA-$variant" --out "$OUT.json" >/dev/null
+    field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]] or '')" "$OUT.json" "$1"; }
+    SOURCE=$(field source)
+    COPY_B=$(field copy_b)
+    COPY_D=$(field copy_d)
+    ZCOL=$(field zorder_column)
 
-  echo "== python deltalake optimize.compact" >&2
-  sync
-  "$PY" - "$COPY_B" >"$RESULTS/compact-python.json" <<'PY_COMPACT'
+    echo "== python deltalake optimize.compact ($variant)" >&2
+    COLD=$(drop_caches)
+    "$PY" - "$COPY_B" "$COLD" >"$OUT-python.json" <<'PY_COMPACT'
 import json, sys, time
 import deltalake
 from deltalake import DeltaTable
@@ -163,24 +181,78 @@ seconds = time.perf_counter() - started
 print(json.dumps({
     "engine": "python-deltalake",
     "version": deltalake.__version__,
+    "cold_cache": sys.argv[2] == "true",
     "seconds": seconds,
     "files_removed": metrics.get("numFilesRemoved"),
     "files_added": metrics.get("numFilesAdded"),
 }))
 PY_COMPACT
 
-  echo "== cp -r (physical floor)" >&2
-  FLOOR="$DATA/floor"
-  rm -rf "$FLOOR"
-  sync
-  started=$(now)
-  cp -r "$SOURCE" "$FLOOR"
-  sync
-  finished=$(now)
-  # %f: bc prints ".5" without the leading zero JSON needs
-  printf '{"engine": "cp -r + sync", "seconds": %f}\n' "$(echo "$finished - $started" | bc -l)" \
-    >"$RESULTS/compact-cp.json"
-  rm -rf "$FLOOR"
+    if [[ -n "$COPY_D" ]]; then
+      echo "== python deltalake optimize.z_order ($variant)" >&2
+      COLD=$(drop_caches)
+      "$PY" - "$COPY_D" "$ZCOL" "$COLD" >"$OUT-python-zorder.json" <<'PY_ZORDER'
+import json, sys, time
+import deltalake
+from deltalake import DeltaTable
+
+started = time.perf_counter()
+table = DeltaTable(sys.argv[1])
+metrics = table.optimize.z_order([sys.argv[2]], target_size=64 * 1024 * 1024)
+seconds = time.perf_counter() - started
+print(json.dumps({"engine": "python-deltalake", "version": deltalake.__version__,
+                  "cold_cache": sys.argv[3] == "true", "seconds": seconds,
+                  "files_removed": metrics.get("numFilesRemoved"),
+                  "files_added": metrics.get("numFilesAdded")}))
+PY_ZORDER
+    fi
+
+    echo "== cp -r (physical floor, cold cache) ($variant)" >&2
+    FLOOR="$DATA-$variant/floor"
+    rm -rf "$FLOOR"
+    COLD=$(drop_caches)
+    started=$(now)
+    cp -r "$SOURCE" "$FLOOR"
+    sync
+    finished=$(now)
+    # %f: bc prints ".5" without the leading zero JSON needs
+    printf '{"engine": "cp -r + sync", "cold_cache": %s, "seconds": %f}\n' "$COLD" "$(echo "$finished - $started" | bc -l)" \
+      >"$OUT-cp.json"
+    rm -rf "$FLOOR"
+  done
+fi
+
+# rewrite: peak RSS of `tablekeeper maintain` rewriting one ~2 GB partition -----------------
+# Three runs, each on a fresh table under the default 512 MiB budget: compaction of files whose
+# row groups are copied, compaction of the same bytes in 0.28 MB row groups (decoded), and
+# Z-order of the latter.
+if wants rewrite; then
+  TK="$CARGO_TARGET_DIR/$PROFILE/tablekeeper"
+  for run in copied:compact decoded:compact decoded:zorder; do
+    layout="${run%%:*}"; op="${run##*:}"
+    OUT="$RESULTS/rewrite-$layout-$op"
+    ROW_GROUPS=""
+    [[ "$layout" == "decoded" ]] && ROW_GROUPS="--rows-per-row-group 2000"
+    echo "== tk-bench partition ($layout) for $op" >&2
+    "$TK_BENCH" partition $SMOKE $ROW_GROUPS --dir "bench-data/rewrite" --out "$OUT-table.json" >/dev/null
+    INV=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['inventory'])" "$OUT-table.json")
+    COLD=$(drop_caches)
+    echo "== tablekeeper maintain --operation $op ($layout), peak RSS" >&2
+    "$PY" - "$TK" "$INV" "$op" "$layout" "$COLD" "$OUT-report.json" >"$OUT.json" <<'PY_RSS'
+import json, resource, subprocess, sys, time
+tk, inventory, op, layout, cold, report = sys.argv[1:]
+started = time.perf_counter()
+with open(report, "w") as out:
+    subprocess.run([tk, "maintain", "--inventory", inventory, "--table", "bench.big",
+                    "--operation", op], stdout=out, check=True)
+seconds = time.perf_counter() - started
+# the largest resident set of any child this process waited for: the one run above
+peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"layout": layout, "operation": op, "cold_cache": cold == "true",
+                  "seconds": seconds, "peak_rss_kib": peak_kib}))
+PY_RSS
+  done
+  rm -rf bench-data/rewrite
 fi
 
 # growth: 30 days of new data, maintained every day -----------------------------------------
@@ -296,21 +368,45 @@ if pgbench and jobs:
     print(f"| claim+complete, SQLite, 1 replica x {jobs['sqlite']['workers_per_replica']} workers, {jobs['sqlite']['jobs']} jobs | {sqlite_jobs:.0f} jobs/s | - | - | - |")
     print()
 
-tk, py, cp = load("compact.json"), load("compact-python.json"), load("compact-cp.json")
-if tk and py and cp:
+for variant in ("decoded", "copied"):
+    tk, py, cp = load(f"compact-{variant}.json"), load(f"compact-{variant}-python.json"), load(f"compact-{variant}-cp.json")
+    if not (tk and py and cp):
+        continue
     time_ratio = tk["seconds"] / py["seconds"]
     copy_share = cp["seconds"] / tk["seconds"]  # tk throughput / copy throughput, same bytes
     mb = tk["data_bytes"] / 1e6
-    summary.update({"table_files": tk["files_before"], "table_mb": mb,
-                    "tablekeeper_compact_secs": tk["seconds"], "python_compact_secs": py["seconds"],
-                    "cp_secs": cp["seconds"], "tk_to_python_time": time_ratio,
-                    "tk_to_cp_throughput": copy_share})
-    goals["compact <= 0.9x python time"] = time_ratio <= 0.9
-    goals["compact >= 50% of cp throughput"] = copy_share >= 0.5
-    print("| compaction | figure | reference | ratio | goal |")
+    cold = "cold" if tk["cold_cache"] and py["cold_cache"] and cp["cold_cache"] else "warm"
+    summary[f"compact_{variant}"] = {"table_files": tk["files_before"], "table_mb": mb,
+        "tablekeeper_secs": tk["seconds"], "python_secs": py["seconds"], "cp_secs": cp["seconds"],
+        "tk_to_python_time": time_ratio, "tk_to_cp_throughput": copy_share, "cache": cold}
+    goals[f"compact ({variant}) <= 0.5x python time"] = time_ratio <= 0.5
+    goals[f"compact ({variant}) >= 0.5 of cold cp throughput"] = copy_share >= 0.5
+    print(f"| compaction, {variant} ({tk['rows_per_file']} rows per file, {cold} cache) | figure | reference | ratio | goal |")
     print("|---|---|---|---|---|")
-    print(f"| compact {tk['files_before']} files / {mb:.1f} MB to {tk['files_after']} files | {tk['seconds']:.2f} s | python deltalake {py['version']}: {py['seconds']:.2f} s | {time_ratio:.2f}x time | <= 0.9x: {ok(time_ratio <= 0.9)} |")
+    print(f"| compact {tk['files_before']} files / {mb:.1f} MB to {tk['files_after']} files | {tk['seconds']:.2f} s | python deltalake {py['version']}: {py['seconds']:.2f} s | {time_ratio:.2f}x time | <= 0.5x: {ok(time_ratio <= 0.5)} |")
     print(f"| compact throughput | {mb / tk['seconds']:.1f} MB/s | cp -r + sync: {mb / cp['seconds']:.1f} MB/s | {copy_share:.2f} | >= 0.5: {ok(copy_share >= 0.5)} |")
+    pz = load(f"compact-{variant}-python-zorder.json")
+    if tk.get("zorder_seconds") and pz:
+        z_ratio = tk["zorder_seconds"] / pz["seconds"]
+        summary[f"compact_{variant}"].update({"tablekeeper_zorder_secs": tk["zorder_seconds"],
+            "python_zorder_secs": pz["seconds"], "zorder_tk_to_python_time": z_ratio})
+        goals["zorder <= 0.7x python time"] = z_ratio <= 0.7
+        print(f"| Z-order on {tk['zorder_column']}, {mb:.1f} MB | {tk['zorder_seconds']:.2f} s | python deltalake: {pz['seconds']:.2f} s | {z_ratio:.2f}x time | <= 0.7x: {ok(z_ratio <= 0.7)} |")
+    print()
+
+rewrites = [(layout, op, load(f"rewrite-{layout}-{op}.json"), load(f"rewrite-{layout}-{op}-table.json"))
+            for layout, op in (("copied", "compact"), ("decoded", "compact"), ("decoded", "zorder"))]
+rewrites = [r for r in rewrites if r[2] and r[3]]
+if rewrites:
+    print("| rewrite of one partition (`tablekeeper maintain`, default 512 MiB budget) | table | time | peak RSS | goal |")
+    print("|---|---|---|---|---|")
+    for layout, op, run, table in rewrites:
+        mib = run["peak_rss_kib"] / 1024
+        summary[f"rewrite_{layout}_{op}"] = {"seconds": run["seconds"], "peak_rss_mib": mib,
+                                             "table_bytes": table["bytes"], "files": table["files"]}
+        goals[f"{op} ({layout}) of one partition peak RSS <= 512 MiB"] = mib <= 512
+        groups = f"row groups of {table['rows_per_row_group']} rows" if table["rows_per_row_group"] else "one row group per file"
+        print(f"| {op}, {layout} | {table['files']} files, {table['bytes'] / 1e6:.0f} MB, {groups} | {run['seconds']:.1f} s | {mib:.0f} MiB | <= 512 MiB: {ok(mib <= 512)} |")
     print()
 
 growth = load("growth.json")

@@ -32,6 +32,9 @@ const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(60);
 /// database round trip.
 const MIN_LEASE: Duration = Duration::from_secs(2);
 
+/// Smallest `rewrite_memory_budget` accepted: what one copied compaction bin holds.
+const MIN_REWRITE_MEMORY_BUDGET: u64 = 64 * 1024 * 1024;
+
 /// Shortest `store_timeout` accepted.
 const MIN_STORE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -57,6 +60,7 @@ struct RawConfig {
     max_probe_interval: Option<String>,
     loaded_snapshots: Option<usize>,
     store_timeout: Option<String>,
+    rewrite_memory_budget: Option<String>,
     storage_options: Option<BTreeMap<String, String>>,
 }
 
@@ -82,6 +86,9 @@ pub struct DaemonConfig {
     /// Longest a job store call may take before it fails (and is retried): bounds how long
     /// a silently dead connection can hold a worker.
     pub store_timeout: Duration,
+    /// Bytes the replica's rewrites (compaction bins, Z-order sorts, purges) may hold in memory
+    /// at once; a Z-order sort spills to disk beyond its share.
+    pub rewrite_memory_budget: u64,
     /// Object-store settings for every table (`timeout`, `connect_timeout`,
     /// `max_retries`, `retry_timeout`, ...): never credentials, which come from the
     /// environment or the platform identity.
@@ -363,6 +370,30 @@ impl DaemonConfig {
             });
         }
 
+        let rewrite_memory_budget = match pick("rewrite_memory_budget", raw.rewrite_memory_budget) {
+            Some((v, origin)) => match tablekeeper_inventory::parse_size(&v) {
+                Ok(bytes) if bytes >= MIN_REWRITE_MEMORY_BUDGET => bytes,
+                Ok(_) => {
+                    return Err(ConfigError::Value {
+                        key: "rewrite_memory_budget",
+                        origin,
+                        message: format!(
+                            "`{v}` is too small: use at least 64MiB (one compaction bin's \
+                             buffers and fetches)"
+                        ),
+                    })
+                }
+                Err(message) => {
+                    return Err(ConfigError::Value {
+                        key: "rewrite_memory_budget",
+                        origin,
+                        message,
+                    })
+                }
+            },
+            None => tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,
+        };
+
         let storage_options =
             match env("TABLEKEEPER_STORAGE_OPTIONS").filter(|v| !v.trim().is_empty()) {
                 Some(text) => parse_storage_options(&text, "TABLEKEEPER_STORAGE_OPTIONS")?,
@@ -392,6 +423,7 @@ impl DaemonConfig {
             max_probe_interval,
             loaded_snapshots,
             store_timeout,
+            rewrite_memory_budget,
         })
     }
 }
@@ -474,6 +506,33 @@ mod tests {
             .to_string();
         assert!(
             e.contains("store_timeout") && e.contains("too short"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rewrite_memory_budget_is_a_size_of_at_least_64_mib() {
+        let c = load("", &[]).unwrap();
+        assert_eq!(
+            c.rewrite_memory_budget,
+            tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET
+        );
+        let c = load("rewrite_memory_budget: 2GiB\n", &[]).unwrap();
+        assert_eq!(c.rewrite_memory_budget, 2 << 30);
+        let c = load("", &[("TABLEKEEPER_REWRITE_MEMORY_BUDGET", "256MiB")]).unwrap();
+        assert_eq!(c.rewrite_memory_budget, 256 << 20);
+        let e = load("rewrite_memory_budget: 1MiB\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rewrite_memory_budget") && e.contains("at least 64MiB"),
+            "{e}"
+        );
+        let e = load("rewrite_memory_budget: lots\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rewrite_memory_budget") && e.contains("not a size"),
             "{e}"
         );
     }

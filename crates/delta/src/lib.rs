@@ -25,8 +25,11 @@
 //!   cross-checked against every version inside the retention window before anything is deleted.
 
 pub mod aged;
+mod bins;
+mod budget;
 mod checkpoint;
 mod compact;
+mod decode;
 mod deletion_vector;
 mod erasure;
 mod error;
@@ -37,6 +40,7 @@ mod log;
 mod log_guard;
 mod log_integrity;
 mod maintainable;
+mod merged_stats;
 mod open;
 mod optimize;
 pub mod peers;
@@ -50,10 +54,12 @@ mod retention;
 mod rewrite;
 mod run;
 mod snapshot;
+mod splice;
 mod stale;
 mod vacuum;
 mod zorder;
 
+pub use budget::{set_rewrite_memory_budget, DEFAULT_REWRITE_MEMORY_BUDGET};
 pub use checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use error::{classify_delta_error, DeltaError, ErrorClass};

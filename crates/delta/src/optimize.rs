@@ -112,7 +112,9 @@ impl Optimize<'_> {
 
     fn rewrite(self) -> Rewrite {
         match self {
-            Optimize::Compact(_) => Rewrite::Compact,
+            Optimize::Compact(o) => Rewrite::Compact {
+                small_below: compact::small_file_threshold(o.target_file_size, o.small_file_factor),
+            },
             Optimize::ZOrder(o) => Rewrite::ZOrder(o.columns.clone()),
             Optimize::Purge(_) => Rewrite::Purge,
         }

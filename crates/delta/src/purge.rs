@@ -5,26 +5,16 @@
 //! Owns choosing the files (from the log: every file with a deletion vector, by partition) and
 //! rewriting them. deltalake's OPTIMIZE cannot do it: it skips files over the target size and
 //! never rewrites a file alone in its bin. The rewrite is built from deltalake's own parts
-//! instead: its deletion-vector-aware scan restricted to the chosen files (`DeltaScan` with a
-//! file selection), its Parquet writer (`DeltaWriter`, statistics included) and its commit
-//! builder, committing removes (carrying their vectors) and adds as one `dataChange: false`
-//! rewrite per partition set, marked with the run and checked by the rewrite guard
-//! ([`crate::guard`]: the added rows must equal the removed rows minus their vectors'). Nothing
-//! here decodes Parquet or deletion vectors.
+//! instead ([`crate::decode`]: its deletion-vector-aware scan and its writer), committing
+//! removes (carrying their vectors) and adds as one `dataChange: false` rewrite per partition
+//! set, marked with the run and checked by the rewrite guard ([`crate::guard`]: the added rows
+//! must equal the removed rows minus their vectors').
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
-use std::sync::Arc;
 
-use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-use deltalake::datafusion::prelude::SessionContext;
-use deltalake::delta_datafusion::DeltaScanNext;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::Action;
-use deltalake::protocol::DeltaOperation;
-use deltalake::table::config::TablePropertiesExt as _;
 use deltalake::DeltaTable;
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
@@ -77,7 +67,7 @@ pub(crate) fn plan(prepared: &Prepared) -> Plan {
 
 /// Whether a file's partition values satisfy a conjunction of filters (see
 /// [`crate::rewrite::filter_sets`]: an empty value stands for the null partition).
-fn matches(
+pub(crate) fn matches(
     filters: &[OwnedFilter],
     values: &std::collections::HashMap<String, Option<String>>,
 ) -> bool {
@@ -127,80 +117,19 @@ pub(crate) async fn rewrite(
             return Ok(table.clone());
         }
         let log_store = table.log_store();
-        let scan = DeltaScanNext::builder()
-            .with_log_store(log_store.clone())
-            .with_eager_snapshot(snapshot.clone())
-            .with_file_paths(paths)
-            .build()
-            .await
-            .map_err(|e| DeltaError::delta(uri, "planning the purge scan", e.into()))?;
-        let context = SessionContext::new();
-        let frame = context
-            .read_table(Arc::new(scan))
-            .map_err(|e| DeltaError::delta(uri, "planning the purge scan", e.into()))?;
-        let schema = Arc::new(frame.schema().as_arrow().clone());
-        let mut batches = frame
-            .execute_stream()
-            .await
-            .map_err(|e| DeltaError::delta(uri, "scanning the files to purge", e.into()))?;
-        let properties = snapshot.table_properties();
-        let config = WriterConfig::new(
-            schema,
-            snapshot.metadata().partition_columns().to_vec(),
-            None,
-            Some(spec.target_size),
-            None,
-            properties.num_indexed_cols(),
-            properties
-                .data_skipping_stats_columns
-                .as_ref()
-                .map(|columns| columns.iter().map(ToString::to_string).collect()),
-        );
-        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-        while let Some(batch) = batches.next().await {
-            let batch = batch
-                .map_err(|e| DeltaError::delta(uri, "reading the files to purge", e.into()))?;
-            writer
-                .write(&batch)
-                .await
-                .map_err(|e| DeltaError::delta(uri, "writing purged files", e))?;
-        }
-        let adds = writer
-            .close()
-            .await
-            .map_err(|e| DeltaError::delta(uri, "writing purged files", e))?;
+        let adds =
+            crate::decode::rewrite_files(uri, &log_store, &snapshot, paths, spec.target_size)
+                .await?;
         let mut actions = removes;
-        actions.extend(adds.into_iter().map(|mut add| {
-            add.data_change = false;
-            Action::Add(add)
-        }));
-        let target_size = i64::try_from(spec.target_size.get()).unwrap_or(i64::MAX);
-        let finalized = CommitBuilder::from(
-            CommitProperties::default()
-                .with_metadata(spec.marker.clone())
-                .with_cleanup_expired_logs(Some(false)),
-        )
-        .with_actions(actions)
-        .build(
-            Some(&snapshot),
-            log_store,
-            DeltaOperation::Optimize {
-                predicate: None,
-                target_size,
-            },
-        )
-        .await
-        .map_err(|e| DeltaError::delta(uri, "committing the purge", e))?;
+        actions.extend(adds.into_iter().map(Action::Add));
+        let (version, _) =
+            crate::decode::commit_rewrite(uri, log_store, &snapshot, actions, spec).await?;
         let mut after = table.clone();
         after
             .update_state()
             .await
             .map_err(|e| DeltaError::delta(uri, "reloading after the purge", e))?;
-        tracing::info!(
-            table = uri,
-            version = finalized.version(),
-            "purge committed"
-        );
+        tracing::info!(table = uri, version, "purge committed");
         Ok(after)
     };
     cancellable(cancel, uri, spec.operation, step).await

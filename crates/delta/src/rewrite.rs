@@ -1,22 +1,24 @@
-//! Scoped OPTIMIZE runs shared by compaction and Z-order.
+//! Scoped rewrites shared by compaction, Z-order and purge.
 //!
-//! Owns turning a set of partitions into deltalake partition filters, running one OPTIMIZE per
-//! filter set (cancellable), and reading back what each run committed: the commits carrying the
-//! run's marker, each checked by the duplicate-rewrite guard before anything else happens.
-//! This module never decides *which* partitions need work; compaction and Z-order do.
+//! Owns turning a set of partitions into partition filters, running one rewrite per filter set
+//! (cancellable: compaction's bins in [`crate::bins`], deltalake's Z-order OPTIMIZE, purge in
+//! [`crate::purge`]), and reading back what each run committed: the commits carrying the run's
+//! marker, each checked by the duplicate-rewrite guard before anything else happens. This module
+//! never decides *which* partitions need work; compaction, Z-order and purge do.
 //!
 //! **The log records every bin.** An exact repair of a stale write ([`crate::stale`],
 //! [`crate::repair`]) needs to know which inputs became which outputs. Z-order rewrites each
 //! partition as one bin, so its single commit says it (grouped by partition). Compaction may
-//! make several bins per partition, so it runs with a zero commit interval: deltalake commits
-//! each bin as soon as it is written (a cancelled run also keeps the bins it committed). The
-//! cost is one small commit per compaction bin instead of one per run. Z-order keeps one
-//! commit per run, because the next Z-order is scoped by the version of the last one.
+//! make several bins per partition and commits each on its own (a cancelled run also keeps the
+//! bins it committed). The cost is one small commit per compaction bin instead of one per run.
+//! Z-order keeps one commit per run, because the next Z-order is scoped by the version of the
+//! last one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
-use std::time::Duration;
+use std::sync::Arc;
 
+use deltalake::delta_datafusion::create_session_state_with_spill_config;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::optimize::OptimizeType;
 use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
@@ -118,7 +120,10 @@ fn literals(filters: &[OwnedFilter]) -> Vec<FilterLiteral<'_>> {
 /// What kind of rewrite to run.
 #[derive(Debug, Clone)]
 pub(crate) enum Rewrite {
-    Compact,
+    /// Built by [`crate::bins`]: the files under `small_below` bytes, bin-packed.
+    Compact {
+        small_below: u64,
+    },
     ZOrder(Vec<String>),
     /// Built by [`crate::purge`] from deltalake's parts, not by OPTIMIZE.
     Purge,
@@ -143,23 +148,27 @@ pub(crate) async fn optimize_once(
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
-    let optimize_type = match &spec.rewrite {
-        Rewrite::Compact => OptimizeType::Compact,
-        Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
+    let columns = match &spec.rewrite {
+        Rewrite::Compact { small_below } => {
+            return crate::bins::compact(uri, table, spec, *small_below, filters, cancel).await
+        }
+        Rewrite::ZOrder(columns) => columns.clone(),
         Rewrite::Purge => return crate::purge::rewrite(uri, table, spec, filters, cancel).await,
     };
+    // the sort spills beyond half the replica's budget; that half is held while it runs
+    let budget = crate::budget::budget();
+    let pool = budget.bytes() / 2;
+    let _reserved = budget.reserve(pool).await;
+    let session = create_session_state_with_spill_config(usize::try_from(pool).ok(), None);
     let literals = literals(filters);
-    let mut builder = table
+    let builder = table
         .clone()
         .optimize()
-        .with_type(optimize_type)
+        .with_type(OptimizeType::ZOrder(columns))
         .with_filters(&literals)
         .with_target_size(spec.target_size)
+        .with_session_state(Arc::new(session))
         .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
-    if matches!(spec.rewrite, Rewrite::Compact) {
-        // commit every bin on its own: see the module docs
-        builder = builder.with_min_commit_interval(Duration::ZERO);
-    }
     let step = async {
         builder
             .await

@@ -97,6 +97,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         max_probe_interval: Duration::from_secs(20),
         loaded_snapshots: tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
+        rewrite_memory_budget: tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,
         storage_options: Default::default(),
     };
     let base = format!("http://{}", config.listen);

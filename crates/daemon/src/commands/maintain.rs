@@ -33,6 +33,9 @@ pub async fn run(request: Request<'_>) -> ExitCode {
     if let Err(code) = super::apply_storage_options_from_env() {
         return code;
     }
+    if let Err(code) = super::apply_rewrite_budget_from_env() {
+        return code;
+    }
     let inv = match super::load_inventory_or_report(request.inventory) {
         Ok(inv) => inv,
         Err(code) => return code,

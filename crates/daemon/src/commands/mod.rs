@@ -124,6 +124,24 @@ pub fn apply_storage_options(options: &std::collections::BTreeMap<String, String
     }
 }
 
+/// The rewrite memory budget from `TABLEKEEPER_REWRITE_MEMORY_BUDGET`, for commands without a
+/// config file (`rewrite_memory_budget` in the README); a malformed value ends the command.
+pub fn apply_rewrite_budget_from_env() -> Result<(), ExitCode> {
+    let Ok(text) = std::env::var("TABLEKEEPER_REWRITE_MEMORY_BUDGET") else {
+        return Ok(());
+    };
+    match tablekeeper_inventory::parse_size(&text) {
+        Ok(bytes) => {
+            tablekeeper_delta::set_rewrite_memory_budget(bytes);
+            Ok(())
+        }
+        Err(message) => {
+            eprintln!("error: TABLEKEEPER_REWRITE_MEMORY_BUDGET: {message}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// [`apply_storage_options`] from `TABLEKEEPER_STORAGE_OPTIONS`, for commands without a
 /// config file; a malformed value is reported and ends the command.
 pub fn apply_storage_options_from_env() -> Result<(), ExitCode> {

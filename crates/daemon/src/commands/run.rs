@@ -59,6 +59,12 @@ pub async fn run(config_path: Option<&Path>) -> ExitCode {
 /// Runs a replica until SIGTERM/SIGINT or `stop` fires.
 pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Result<()> {
     super::apply_storage_options(&config.storage_options);
+    if !tablekeeper_delta::set_rewrite_memory_budget(config.rewrite_memory_budget) {
+        tracing::warn!(
+            bytes = config.rewrite_memory_budget,
+            "the rewrite memory budget was fixed earlier in this process; this one is ignored"
+        );
+    }
     let Some(inventory_path) = config.inventory.clone() else {
         anyhow::bail!(
             "no inventory configured: set `inventory` in the config file or TABLEKEEPER_INVENTORY"

@@ -9,6 +9,7 @@ mod common;
 mod checkpoint;
 mod compact;
 mod concurrency;
+mod copy_path;
 mod damage;
 mod deletion_vectors;
 mod duplicate;

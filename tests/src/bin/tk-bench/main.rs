@@ -2,7 +2,8 @@
 //!
 //! Owns the measurements, one module each, and nothing else:
 //! - [`jobs`]: claim + complete throughput of the job table (Postgres, SQLite);
-//! - [`compact`]: one compaction of a small-file table, next to copies for python and `cp`;
+//! - [`compact`]: one compaction (and Z-order) of a small-file table, next to copies for python
+//!   and `cp`, and the 2 GB partition the rewrite memory benchmark runs `tablekeeper maintain` on;
 //! - [`growth`]: 30 simulated days of new data, compacted, Z-ordered and vacuumed each day;
 //! - [`probe`]: probing a 100k-file, 10k-commit table from its log, cold and incremental;
 //! - [`fleet`]: the real `tablekeeper` binary with inventories of 10 to 10,000 tables.
@@ -25,7 +26,8 @@ use anyhow::{bail, Context, Result};
 
 const USAGE: &str = "usage:
   tk-bench jobs    [--smoke] [--jobs N] [--out FILE]
-  tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--out FILE]
+  tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--zorder] [--out FILE]
+  tk-bench partition [--smoke] --dir DIR [--rows-per-row-group N] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
   tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]";
@@ -38,6 +40,10 @@ pub struct Args {
     jobs: Option<u64>,
     days: Option<u32>,
     rows_per_file: Option<u32>,
+    /// Rows per Parquet row group of the files written (partition; default: the writer's).
+    rows_per_row_group: Option<usize>,
+    /// Also time Z-order (compact).
+    zorder: bool,
     sizes: Option<Vec<usize>>,
     /// Replicas of `tablekeeper run` sharing one job store (fleet; default 1).
     replicas: Option<usize>,
@@ -52,6 +58,15 @@ fn parse_args() -> Result<Args> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--smoke" => args.smoke = true,
+            "--zorder" => args.zorder = true,
+            "--rows-per-row-group" => {
+                let value = it.next().context("--rows-per-row-group needs a number")?;
+                args.rows_per_row_group = Some(
+                    value
+                        .parse()
+                        .context("--rows-per-row-group needs a number")?,
+                );
+            }
             "--jobs" => {
                 let value = it.next().context("--jobs needs a number")?;
                 args.jobs = Some(value.parse().context("--jobs needs a number")?);
@@ -110,6 +125,7 @@ async fn main() -> Result<()> {
     let figures = match args.command.as_str() {
         "jobs" => jobs::bench_jobs(&args).await?,
         "compact" => compact::bench_compact(&args).await?,
+        "partition" => compact::bench_partition(&args).await?,
         "growth" => growth::bench_growth(&args).await?,
         "probe" => probe::bench_probe(&args).await?,
         "fleet" => fleet::bench_fleet(&args).await?,
