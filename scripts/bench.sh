@@ -22,8 +22,8 @@
 #   BENCH_ONLY                     space-separated subset of "jobs compact rewrite growth probe fleet"
 #   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
 #   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
-#   BENCH_COMPACT_ROWS             rows per file of the decoded compaction table (default 2000: 400 files,
-#                                  about 113 MB); BENCH_COMPACT_COPIED_ROWS the copied one's (default 10000)
+#   BENCH_COMPACT_ROWS             rows per file of the decoded compaction table (default 20000: 400 files,
+#                                  about 113 MB); BENCH_COMPACT_COPIED_ROWS the copied one's (default 100000)
 #   BENCH_COMPACT_VARIANTS         which compaction tables to run (default "decoded copied")
 #   CARGO_TARGET_DIR               default /root/.cache/tablekeeper-target (the team's shared target dir)
 # Writes bench-results/*.json (smoke: bench-results/smoke/, release: bench-results/release/;
@@ -145,16 +145,16 @@ if wants jobs; then
 fi
 
 # compact: compaction (and Z-order) vs python deltalake vs a cold-cache cp -r ---------------
-# Two tables of 400 files each: "decoded" files of one small row group (2,000 rows, about
-# 0.28 MB) that compaction must decode and merge, and "copied" files whose row group is over
-# the copy path's 1 MiB (10,000 rows, about 1.4 MB). The page cache is dropped before every
+# Two tables of 400 files each: "decoded" files of one small row group (20,000 rows, about
+# 0.28 MB; 113 MB in all) that compaction must decode and merge, and "copied" files whose row
+# group is over the copy path's 1 MiB (100,000 rows, about 1.4 MB; 566 MB in all). The page cache is dropped before every
 # timed step when the script runs as root (each JSON says whether it could).
 drop_caches() { sync; if [[ -w /proc/sys/vm/drop_caches ]]; then echo 3 > /proc/sys/vm/drop_caches; echo true; else echo false; fi; }
 if wants compact; then
   for variant in ${BENCH_COMPACT_VARIANTS:-decoded copied}; do
     case "$variant" in
-      decoded) ROWS="${BENCH_COMPACT_ROWS:-2000}"; ZORDER="--zorder" ;;
-      copied) ROWS="${BENCH_COMPACT_COPIED_ROWS:-10000}"; ZORDER="" ;;
+      decoded) ROWS="${BENCH_COMPACT_ROWS:-20000}"; ZORDER="--zorder" ;;
+      copied) ROWS="${BENCH_COMPACT_COPIED_ROWS:-100000}"; ZORDER="" ;;
       *) echo "BENCH_COMPACT_VARIANTS: unknown variant '$variant' (use decoded copied)" >&2; exit 2 ;;
     esac
     OUT="$RESULTS/compact-$variant"
@@ -232,7 +232,7 @@ if wants rewrite; then
     layout="${run%%:*}"; op="${run##*:}"
     OUT="$RESULTS/rewrite-$layout-$op"
     ROW_GROUPS=""
-    [[ "$layout" == "decoded" ]] && ROW_GROUPS="--rows-per-row-group 2000"
+    [[ "$layout" == "decoded" ]] && ROW_GROUPS="--rows-per-row-group 20000"
     echo "== tk-bench partition ($layout) for $op" >&2
     "$TK_BENCH" partition $SMOKE $ROW_GROUPS --dir "bench-data/rewrite" --out "$OUT-table.json" >/dev/null
     INV=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['inventory'])" "$OUT-table.json")

@@ -86,8 +86,8 @@ pub struct DaemonConfig {
     /// Longest a job store call may take before it fails (and is retried): bounds how long
     /// a silently dead connection can hold a worker.
     pub store_timeout: Duration,
-    /// Bytes the replica's rewrites (compaction bins, Z-order sorts, purges) may hold in memory
-    /// at once; a Z-order sort spills to disk beyond its share.
+    /// Bytes the replica's rewrites (compaction bins, Z-orders, purges) may hold in memory at
+    /// once.
     pub rewrite_memory_budget: u64,
     /// Object-store settings for every table (`timeout`, `connect_timeout`,
     /// `max_retries`, `retry_timeout`, ...): never credentials, which come from the

@@ -206,7 +206,7 @@ impl BinContext {
                     .unwrap_or(0);
                 COPY_OVERHEAD_BYTES + largest_chunk
             }
-            Rewrite::Decode(_) => DECODE_BYTES,
+            Rewrite::Decode(_) => crate::decode::MEMORY_BYTES,
         };
         let _reserved = crate::budget::budget().reserve(estimate).await;
         let (mut actions, how) = match decision {
@@ -345,10 +345,6 @@ impl BinContext {
         })
     }
 }
-
-/// What a decoded bin holds: the row group being encoded (at most
-/// [`crate::decode::ROW_GROUP_BYTES`]), the decoded batches feeding it and the upload.
-const DECODE_BYTES: u64 = 2 * crate::decode::ROW_GROUP_BYTES;
 
 /// How one bin is rewritten.
 enum Rewrite {

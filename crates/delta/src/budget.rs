@@ -2,10 +2,12 @@
 //! compaction, Z-order and purge a replica runs at once shares its memory.
 //!
 //! Owns the budget and its accounting. A compaction bin reserves its estimate before it reads
-//! anything ([`crate::bins`]); Z-order runs deltalake's sort in a DataFusion memory pool of half
-//! the budget, spilling to disk beyond it, and reserves that half while it runs
-//! ([`crate::rewrite`]). A reservation larger than the whole budget is cut to the whole budget,
-//! so one rewrite always runs: the budget bounds parallelism, never whether work gets done.
+//! anything ([`crate::bins`]), and what it holds is bounded by construction (copied bins fetch
+//! and upload in bounded pieces; decoded bins write row groups of at most 64 MiB). Z-order
+//! reserves half the budget while it runs ([`crate::rewrite`]) but its sort is deltalake's and
+//! unbounded: a DataFusion memory pool made its final merge fail. A reservation larger than the
+//! whole budget is cut to the whole budget, so one rewrite always runs: the budget bounds
+//! parallelism, never whether work gets done.
 
 use std::sync::OnceLock;
 

@@ -30,6 +30,10 @@ use crate::rewrite::RewriteSpec;
 /// under.
 pub(crate) const ROW_GROUP_BYTES: u64 = 64 * 1024 * 1024;
 
+/// What one decoding rewrite is reckoned to hold, for the rewrite budget: the row group being
+/// encoded, the decoded batches feeding it and the upload.
+pub(crate) const MEMORY_BYTES: u64 = 2 * ROW_GROUP_BYTES;
+
 /// Writes the live rows of `paths` (files of `snapshot`, percent-decoded as `LogicalFileView::path`) into new files of about `target_size`.
 /// Returns their `add` actions, `dataChange: false`.
 pub(crate) async fn rewrite_files(

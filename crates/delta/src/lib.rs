@@ -21,6 +21,9 @@
 //! - **Rows**: every rewrite commit (compaction, Z-order, [`PurgeOptions`] purge) must add
 //!   exactly the live rows it removed (records minus deletion vectors), else it fails loudly
 //!   with [`DeltaError::RowsChanged`] and the version to restore to.
+//! - **Rewrites in bounded memory**: compaction splices encoded column chunks when a bin's files
+//!   qualify and decodes otherwise (`bins.rs`, `splice.rs`), its bins in parallel while they fit
+//!   in the process's [`set_rewrite_memory_budget`] (Z-order reserves half of it while it runs).
 //! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
 //!   cross-checked against every version inside the retention window before anything is deleted.
 

@@ -117,6 +117,9 @@ pub(crate) async fn rewrite(
             return Ok(table.clone());
         }
         let log_store = table.log_store();
+        let _reserved = crate::budget::budget()
+            .reserve(crate::decode::MEMORY_BYTES)
+            .await;
         let adds =
             crate::decode::rewrite_files(uri, &log_store, &snapshot, paths, spec.target_size)
                 .await?;

@@ -16,9 +16,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
-use std::sync::Arc;
 
-use deltalake::delta_datafusion::create_session_state_with_spill_config;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::optimize::OptimizeType;
 use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
@@ -155,11 +153,12 @@ pub(crate) async fn optimize_once(
         Rewrite::ZOrder(columns) => columns.clone(),
         Rewrite::Purge => return crate::purge::rewrite(uri, table, spec, filters, cancel).await,
     };
-    // the sort spills beyond half the replica's budget; that half is held while it runs
+    // Z-order holds half the replica's budget while it runs, so compaction bins never add up
+    // past the budget beside it. Its own memory is deltalake's to bound: a DataFusion pool of
+    // that size made its sort's final merge fail ("Resources exhausted" in
+    // SortPreservingMergeExec) on tables the unbounded sort orders, so none is set.
     let budget = crate::budget::budget();
-    let pool = budget.bytes() / 2;
-    let _reserved = budget.reserve(pool).await;
-    let session = create_session_state_with_spill_config(usize::try_from(pool).ok(), None);
+    let _reserved = budget.reserve(budget.bytes() / 2).await;
     let literals = literals(filters);
     let builder = table
         .clone()
@@ -167,7 +166,6 @@ pub(crate) async fn optimize_once(
         .with_type(OptimizeType::ZOrder(columns))
         .with_filters(&literals)
         .with_target_size(spec.target_size)
-        .with_session_state(Arc::new(session))
         .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
     let step = async {
         builder
