@@ -88,7 +88,10 @@ fn pack(partition: &str, files: Vec<BinFile>, target: u64) -> Vec<Bin> {
 }
 
 /// Compacts the small files (under `small_below` bytes) of the partitions `filters` select,
-/// from `table`'s snapshot. Returns the table refreshed after the bins' commits.
+/// from `table`'s snapshot. Returns the table refreshed after the bins' commits, or `None` when
+/// no bin can be copied (each holds a file smaller than [`splice::MIN_COPY_ROW_GROUP_BYTES`],
+/// so a row group under it): the caller then runs deltalake's OPTIMIZE, which decodes a whole
+/// filter set faster than one scan per bin does.
 pub(crate) async fn compact(
     uri: &str,
     table: &DeltaTable,
@@ -96,7 +99,7 @@ pub(crate) async fn compact(
     small_below: u64,
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
-) -> Result<DeltaTable, DeltaError> {
+) -> Result<Option<DeltaTable>, DeltaError> {
     let snapshot = table
         .snapshot()
         .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?
@@ -132,7 +135,15 @@ pub(crate) async fn compact(
         .flat_map(|(partition, files)| pack(&partition, files, target))
         .collect();
     if bins.is_empty() {
-        return Ok(table.clone());
+        return Ok(Some(table.clone()));
+    }
+    let copyable = |bin: &Bin| {
+        bin.files
+            .iter()
+            .all(|f| f.size >= splice::MIN_COPY_ROW_GROUP_BYTES && !f.has_deletion_vector)
+    };
+    if !bins.iter().any(copyable) {
+        return Ok(None);
     }
     let context = Arc::new(BinContext::new(uri, table, snapshot, spec));
     let parallel = std::thread::available_parallelism().map_or(1, usize::from);
@@ -153,7 +164,7 @@ pub(crate) async fn compact(
         .update_state()
         .await
         .map_err(|e| DeltaError::delta(uri, "reloading after the compaction", e))?;
-    Ok(after)
+    Ok(Some(after))
 }
 
 /// What every bin of one run shares.

@@ -1,8 +1,8 @@
 //! Scoped rewrites shared by compaction, Z-order and purge.
 //!
 //! Owns turning a set of partitions into partition filters, running one rewrite per filter set
-//! (cancellable: compaction's bins in [`crate::bins`], deltalake's Z-order OPTIMIZE, purge in
-//! [`crate::purge`]), and reading back what each run committed: the commits carrying the run's
+//! (cancellable: compaction's bins in [`crate::bins`], or deltalake's OPTIMIZE when no bin can
+//! be copied; deltalake's Z-order OPTIMIZE; purge in [`crate::purge`]), and reading back what each run committed: the commits carrying the run's
 //! marker, each checked by the duplicate-rewrite guard before anything else happens. This module
 //! never decides *which* partitions need work; compaction, Z-order and purge do.
 //!
@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
+use std::time::Duration;
 
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::optimize::OptimizeType;
@@ -146,27 +147,43 @@ pub(crate) async fn optimize_once(
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
-    let columns = match &spec.rewrite {
+    let optimize_type = match &spec.rewrite {
         Rewrite::Compact { small_below } => {
-            return crate::bins::compact(uri, table, spec, *small_below, filters, cancel).await
+            match crate::bins::compact(uri, table, spec, *small_below, filters, cancel).await? {
+                Some(table) => return Ok(table),
+                // no bin can be copied: deltalake's OPTIMIZE decodes them all, as fast as it does
+                // for any other caller and faster than a scan per bin
+                None => OptimizeType::Compact,
+            }
         }
-        Rewrite::ZOrder(columns) => columns.clone(),
+        Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
         Rewrite::Purge => return crate::purge::rewrite(uri, table, spec, filters, cancel).await,
     };
-    // Z-order holds half the replica's budget while it runs, so compaction bins never add up
-    // past the budget beside it. Its own memory is deltalake's to bound: a DataFusion pool of
-    // that size made its sort's final merge fail ("Resources exhausted" in
-    // SortPreservingMergeExec) on tables the unbounded sort orders, so none is set.
+    // A deltalake OPTIMIZE holds the decoding share of the replica's budget (half of it for
+    // Z-order) while it runs, so compaction bins never add up past the budget beside it. Its own
+    // memory is deltalake's to bound: a DataFusion pool made Z-order's sort fail in its final
+    // merge ("Resources exhausted" in SortPreservingMergeExec) on tables the unbounded sort
+    // orders, so none is set.
     let budget = crate::budget::budget();
-    let _reserved = budget.reserve(budget.bytes() / 2).await;
+    let compact = matches!(optimize_type, OptimizeType::Compact);
+    let share = if compact {
+        crate::decode::MEMORY_BYTES
+    } else {
+        budget.bytes() / 2
+    };
+    let _reserved = budget.reserve(share).await;
     let literals = literals(filters);
-    let builder = table
+    let mut builder = table
         .clone()
         .optimize()
-        .with_type(OptimizeType::ZOrder(columns))
+        .with_type(optimize_type)
         .with_filters(&literals)
         .with_target_size(spec.target_size)
         .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
+    if compact {
+        // commit every bin on its own: see the module docs
+        builder = builder.with_min_commit_interval(Duration::ZERO);
+    }
     let step = async {
         builder
             .await
