@@ -224,6 +224,18 @@ async fn attempt(
     }
 
     tracing::info!(table = uri, version, partitions = scopes.len(), operation = %op, "rewriting");
+    let budget = crate::budget::budget().bytes();
+    if matches!(kind, Optimize::ZOrder(_)) && bytes > budget {
+        // measured: about 10x the input in memory, unbounded (BENCHMARKS.md "Rewrite memory")
+        tracing::warn!(
+            table = uri,
+            bytes,
+            budget,
+            "z-order input exceeds the rewrite memory budget; deltalake's z-order sort is not \
+             bounded by it and has been measured holding about ten times its input: keep \
+             z-ordered partitions small or give the replica the memory"
+        );
+    }
     let Prepared {
         table,
         protocol,
