@@ -113,7 +113,7 @@ pub(crate) async fn compact(
     {
         let size = u64::try_from(file.size()).unwrap_or(u64::MAX);
         let values = file.partition_values_map();
-        if size >= small_below || !crate::purge::matches(filters, &values) {
+        if size >= small_below || !crate::rewrite::matches(filters, &values) {
             continue;
         }
         by_partition

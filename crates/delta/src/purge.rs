@@ -65,25 +65,6 @@ pub(crate) fn plan(prepared: &Prepared) -> Plan {
     }
 }
 
-/// Whether a file's partition values satisfy a conjunction of filters (see
-/// [`crate::rewrite::filter_sets`]: an empty value stands for the null partition).
-pub(crate) fn matches(
-    filters: &[OwnedFilter],
-    values: &std::collections::HashMap<String, Option<String>>,
-) -> bool {
-    filters.iter().all(|filter| match filter {
-        OwnedFilter::Eq(column, value) => {
-            let actual = values.get(column).cloned().flatten().unwrap_or_default();
-            actual == *value
-        }
-        OwnedFilter::In(column, set) => values
-            .get(column)
-            .cloned()
-            .flatten()
-            .is_some_and(|v| set.contains(&v)),
-    })
-}
-
 /// Rewrites the files with deletion vectors in the partitions `filters` select, from `table`'s
 /// snapshot, and commits them as one rewrite. Returns the table at the new version (or
 /// unchanged when no selected file carries a vector any more).
@@ -106,7 +87,7 @@ pub(crate) async fn rewrite(
         let mut paths = Vec::new();
         for file in log_data {
             if file.deletion_vector_descriptor().is_none()
-                || !matches(filters, &file.partition_values_map())
+                || !crate::rewrite::matches(filters, &file.partition_values_map())
             {
                 continue;
             }
@@ -146,30 +127,4 @@ pub(crate) fn target(uri: &str, options: &PurgeOptions) -> Result<NonZeroU64, De
         options.target_file_size,
         1.0,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn values(pairs: &[(&str, Option<&str>)]) -> HashMap<String, Option<String>> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
-            .collect()
-    }
-
-    #[test]
-    fn filters_select_partitions_as_deltalake_would() {
-        let d1 = values(&[("d", Some("1"))]);
-        let null = values(&[("d", None)]);
-        let in_set = [OwnedFilter::In("d".into(), vec!["1".into(), "2".into()])];
-        assert!(matches(&in_set, &d1));
-        assert!(!matches(&in_set, &null));
-        let is_null = [OwnedFilter::Eq("d".into(), String::new())];
-        assert!(matches(&is_null, &null));
-        assert!(!matches(&is_null, &d1));
-        assert!(matches(&[], &d1));
-    }
 }

@@ -100,6 +100,22 @@ pub(crate) fn filter_sets(
         .collect()
 }
 
+/// Whether a file's partition values satisfy a conjunction of filters (see
+/// [`crate::rewrite::filter_sets`]: an empty value stands for the null partition).
+pub(crate) fn matches(filters: &[OwnedFilter], values: &HashMap<String, Option<String>>) -> bool {
+    filters.iter().all(|filter| match filter {
+        OwnedFilter::Eq(column, value) => {
+            let actual = values.get(column).cloned().flatten().unwrap_or_default();
+            actual == *value
+        }
+        OwnedFilter::In(column, set) => values
+            .get(column)
+            .cloned()
+            .flatten()
+            .is_some_and(|v| set.contains(&v)),
+    })
+}
+
 fn literals(filters: &[OwnedFilter]) -> Vec<FilterLiteral<'_>> {
     filters
         .iter()
@@ -346,5 +362,25 @@ mod tests {
                 OwnedFilter::Eq("k".into(), String::new())
             ]]
         );
+    }
+
+    fn values(pairs: &[(&str, Option<&str>)]) -> HashMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn filters_select_partitions_as_deltalake_would() {
+        let d1 = values(&[("d", Some("1"))]);
+        let null = values(&[("d", None)]);
+        let in_set = [OwnedFilter::In("d".into(), vec!["1".into(), "2".into()])];
+        assert!(matches(&in_set, &d1));
+        assert!(!matches(&in_set, &null));
+        let is_null = [OwnedFilter::Eq("d".into(), String::new())];
+        assert!(matches(&is_null, &null));
+        assert!(!matches(&is_null, &d1));
+        assert!(matches(&[], &d1));
     }
 }
