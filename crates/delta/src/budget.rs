@@ -4,8 +4,8 @@
 //! Owns the budget and its accounting. A compaction bin reserves its estimate before it reads
 //! anything ([`crate::bins`]), and what it holds is bounded by construction (copied bins fetch
 //! and upload in bounded pieces; decoded bins write row groups of at most 64 MiB). Z-order
-//! reserves half the budget while it runs ([`crate::rewrite`]) but its sort is deltalake's and
-//! unbounded: a DataFusion memory pool made its final merge fail. A reservation larger than the
+//! reserves half the budget while it runs and sorts within it, spilling to local disk past it
+//! ([`crate::cluster`]). A reservation larger than the
 //! whole budget is cut to the whole budget, so one rewrite always runs: the budget bounds
 //! parallelism, never whether work gets done.
 

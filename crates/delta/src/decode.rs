@@ -2,7 +2,8 @@
 //! the files (`DeltaScan` with a file selection, reading through the table's schema) and its
 //! Parquet writer (`DeltaWriter`, statistics computed as it writes), and the commit of such a
 //! rewrite. Purge rewrites every file carrying a deletion vector this way; compaction rewrites
-//! the bins its copy path ([`crate::splice`]) does not take. Files are written as deltalake's
+//! the bins its copy path ([`crate::splice`]) does not take; Z-order ([`crate::cluster`]) sorts
+//! what the scan reads before writing it. Files are written as deltalake's
 //! OPTIMIZE writes them (zstd level 4), in row groups of at most [`ROW_GROUP_BYTES`]. Nothing here
 //! decodes Parquet or deletion vectors itself.
 
@@ -10,6 +11,8 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::datafusion::execution::SendableRecordBatchStream;
 use deltalake::datafusion::prelude::SessionContext;
 use deltalake::delta_datafusion::{DeltaScanNext, FileSelection};
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
@@ -43,6 +46,27 @@ pub(crate) async fn rewrite_files(
     paths: Vec<String>,
     target_size: NonZeroU64,
 ) -> Result<Vec<Add>, DeltaError> {
+    let (schema, mut batches) = scan_files(uri, log_store, snapshot, paths).await?;
+    let mut writer = writer(log_store, snapshot, schema, target_size);
+    while let Some(batch) = batches.next().await {
+        let batch =
+            batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
+        writer
+            .write(&batch)
+            .await
+            .map_err(|e| DeltaError::delta(uri, "writing rewritten files", e))?;
+    }
+    close(uri, writer).await
+}
+
+/// The live rows of `paths` (files of `snapshot`, percent-decoded as `LogicalFileView::path`),
+/// read through the table's schema (partition columns included), and their schema.
+pub(crate) async fn scan_files(
+    uri: &str,
+    log_store: &LogStoreRef,
+    snapshot: &EagerSnapshot,
+    paths: Vec<String>,
+) -> Result<(SchemaRef, SendableRecordBatchStream), DeltaError> {
     let scan = DeltaScanNext::builder()
         .with_log_store(log_store.clone())
         .with_eager_snapshot(snapshot.clone())
@@ -62,10 +86,22 @@ pub(crate) async fn rewrite_files(
         .read_table(Arc::new(scan))
         .map_err(|e| DeltaError::delta(uri, "planning the rewrite scan", e.into()))?;
     let schema = Arc::new(frame.schema().as_arrow().clone());
-    let mut batches = frame
+    let batches = frame
         .execute_stream()
         .await
         .map_err(|e| DeltaError::delta(uri, "scanning the files to rewrite", e.into()))?;
+    Ok((schema, batches))
+}
+
+/// A writer of rows of `schema` into new files of `snapshot`'s table of about `target_size`,
+/// as deltalake's OPTIMIZE writes them (zstd level 4), in row groups of at most
+/// [`ROW_GROUP_BYTES`], with the table's statistics columns.
+pub(crate) fn writer(
+    log_store: &LogStoreRef,
+    snapshot: &EagerSnapshot,
+    schema: SchemaRef,
+    target_size: NonZeroU64,
+) -> DeltaWriter {
     let properties = snapshot.table_properties();
     let properties_of_files = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(4).unwrap_or_default()))
@@ -83,15 +119,11 @@ pub(crate) async fn rewrite_files(
             .as_ref()
             .map(|columns| columns.iter().map(ToString::to_string).collect()),
     );
-    let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-    while let Some(batch) = batches.next().await {
-        let batch =
-            batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
-        writer
-            .write(&batch)
-            .await
-            .map_err(|e| DeltaError::delta(uri, "writing rewritten files", e))?;
-    }
+    DeltaWriter::new(log_store.object_store(None), config)
+}
+
+/// Closes `writer` and returns the `add` actions of its files, `dataChange: false`.
+pub(crate) async fn close(uri: &str, writer: DeltaWriter) -> Result<Vec<Add>, DeltaError> {
     let adds = writer
         .close()
         .await

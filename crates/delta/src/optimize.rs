@@ -1,8 +1,8 @@
 //! Compaction and Z-order are one operation with two kinds, as delta-rs's `OptimizeType`:
 //! one conflict-retry loop, one preparation ([`crate::prepare`]), one plan step per kind
 //! (`compact.rs` and `zorder.rs` say which partitions need work and what a dry run reports),
-//! and one execution (`rewrite.rs`: a scoped OPTIMIZE per filter set, every commit guarded
-//! against duplicate rewrites and recorded in the report).
+//! and one execution (`rewrite.rs`: a scoped rewrite per filter set, every commit guarded
+//! against duplicate rewrites and recorded in the report; Z-order's own in `cluster.rs`).
 //!
 //! Purge (the rewrite of files carrying deletion vectors) is the third kind: its own plan and
 //! its own rewrite step (`purge.rs`, because deltalake's OPTIMIZE cannot select files by their
@@ -120,8 +120,8 @@ impl Optimize<'_> {
         }
     }
 
-    /// Commit metadata: the run marker, and for Z-order Spark's `zOrderBy`, which deltalake
-    /// 1.1.x does not write, so history shows (and the probe finds) Z-order runs.
+    /// Commit metadata: the run marker, and for Z-order Spark's `zOrderBy`, so history shows
+    /// (and the probe finds) Z-order runs as Spark's.
     fn marker(self, run_id: &str) -> HashMap<String, Value> {
         let mut marker = run_marker(run_id, self.operation());
         if let Optimize::ZOrder(o) = self {
@@ -137,7 +137,7 @@ impl Optimize<'_> {
     fn nothing_written(self) -> &'static str {
         match self {
             Optimize::Compact(_) => "deltalake found no bins of two or more files to merge",
-            Optimize::ZOrder(_) => "deltalake wrote no z-order commit",
+            Optimize::ZOrder(_) => "the z-order selected no file any more",
             Optimize::Purge(_) => "no selected file carried a deletion vector any more",
         }
     }
@@ -224,18 +224,6 @@ async fn attempt(
     }
 
     tracing::info!(table = uri, version, partitions = scopes.len(), operation = %op, "rewriting");
-    let budget = crate::budget::budget().bytes();
-    if matches!(kind, Optimize::ZOrder(_)) && bytes > budget {
-        // measured: about 10x the input in memory, unbounded (BENCHMARKS.md "Rewrite memory")
-        tracing::warn!(
-            table = uri,
-            bytes,
-            budget,
-            "z-order input exceeds the rewrite memory budget; deltalake's z-order sort is not \
-             bounded by it and has been measured holding about ten times its input: keep \
-             z-ordered partitions small or give the replica the memory"
-        );
-    }
     let Prepared {
         table,
         protocol,

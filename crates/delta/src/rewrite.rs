@@ -2,7 +2,8 @@
 //!
 //! Owns turning a set of partitions into partition filters, running one rewrite per filter set
 //! (cancellable: compaction's bins in [`crate::bins`], or deltalake's OPTIMIZE when no bin can
-//! be copied; deltalake's Z-order OPTIMIZE; purge in [`crate::purge`]), and reading back what each run committed: the commits carrying the run's
+//! be copied; Z-order in [`crate::cluster`]; purge in [`crate::purge`]), and reading back what
+//! each run committed: the commits carrying the run's
 //! marker, each checked by the duplicate-rewrite guard before anything else happens. This module
 //! never decides *which* partitions need work; compaction, Z-order and purge do.
 //!
@@ -154,7 +155,7 @@ pub(crate) struct RewriteSpec {
     pub marker: HashMap<String, Value>,
 }
 
-/// Runs one OPTIMIZE (or purge) over `filters` from `table`'s snapshot.
+/// Runs one rewrite (compaction, Z-order or purge) over `filters` from `table`'s snapshot.
 /// Returns the table deltalake hands back (refreshed to the latest version).
 pub(crate) async fn optimize_once(
     uri: &str,
@@ -163,43 +164,36 @@ pub(crate) async fn optimize_once(
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
-    let optimize_type = match &spec.rewrite {
+    match &spec.rewrite {
         Rewrite::Compact { small_below } => {
-            match crate::bins::compact(uri, table, spec, *small_below, filters, cancel).await? {
-                Some(table) => return Ok(table),
-                // no bin can be copied: deltalake's OPTIMIZE decodes them all, as fast as it does
-                // for any other caller and faster than a scan per bin
-                None => OptimizeType::Compact,
+            if let Some(table) =
+                crate::bins::compact(uri, table, spec, *small_below, filters, cancel).await?
+            {
+                return Ok(table);
             }
+            // no bin can be copied: deltalake's OPTIMIZE decodes them all, as fast as it does
+            // for any other caller and faster than a scan per bin
         }
-        Rewrite::ZOrder(columns) => OptimizeType::ZOrder(columns.clone()),
+        Rewrite::ZOrder(columns) => {
+            return crate::cluster::rewrite(uri, table, spec, columns, filters, cancel).await
+        }
         Rewrite::Purge => return crate::purge::rewrite(uri, table, spec, filters, cancel).await,
-    };
-    // A deltalake OPTIMIZE holds the decoding share of the replica's budget (half of it for
-    // Z-order) while it runs, so compaction bins never add up past the budget beside it. Its own
-    // memory is deltalake's to bound: a DataFusion pool made Z-order's sort fail in its final
-    // merge ("Resources exhausted" in SortPreservingMergeExec) on tables the unbounded sort
-    // orders, so none is set.
-    let budget = crate::budget::budget();
-    let compact = matches!(optimize_type, OptimizeType::Compact);
-    let share = if compact {
-        crate::decode::MEMORY_BYTES
-    } else {
-        budget.bytes() / 2
-    };
-    let _reserved = budget.reserve(share).await;
+    }
+    // deltalake's OPTIMIZE holds the decoding share of the replica's budget while it runs, so
+    // compaction bins never add up past the budget beside it
+    let _reserved = crate::budget::budget()
+        .reserve(crate::decode::MEMORY_BYTES)
+        .await;
     let literals = literals(filters);
-    let mut builder = table
+    let builder = table
         .clone()
         .optimize()
-        .with_type(optimize_type)
+        .with_type(OptimizeType::Compact)
         .with_filters(&literals)
         .with_target_size(spec.target_size)
-        .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()));
-    if compact {
+        .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()))
         // commit every bin on its own: see the module docs
-        builder = builder.with_min_commit_interval(Duration::ZERO);
-    }
+        .with_min_commit_interval(Duration::ZERO);
     let step = async {
         builder
             .await

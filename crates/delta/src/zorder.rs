@@ -1,7 +1,7 @@
 //! Z-ordering: clustering files on chosen columns, only in partitions that received new data.
 //!
 //! Owns scoping (partitions with data-changing adds since the last Z-order's version, read from
-//! the log); deltalake's `OptimizeType::ZOrder` runs on them in `optimize.rs`. Z-order is not
+//! the log) and the checks of the columns; the rewrite itself is `cluster.rs`'s. Z-order is not
 //! idempotent: every run rewrites every file of a scoped partition, so unscoped runs are a
 //! standing bill.
 
@@ -115,6 +115,13 @@ fn validate_columns(
     };
     if columns.is_empty() {
         return Err(invalid("`layout.zorder` names no column".into()));
+    }
+    if columns.len() > crate::zkey::MAX_COLUMNS {
+        return Err(invalid(format!(
+            "`layout.zorder` names {} columns; Z-order clusters on at most {}",
+            columns.len(),
+            crate::zkey::MAX_COLUMNS
+        )));
     }
     let partition: Vec<&String> = columns
         .iter()

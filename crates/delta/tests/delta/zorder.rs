@@ -118,3 +118,84 @@ async fn partition_and_unknown_columns_are_refused() {
     assert!(err.to_string().contains("nope"), "{err}");
     assert_eq!(t.version().await, version);
 }
+
+/// Writes an unpartitioned table of eight appends of 5,000 rows: `x` (random, some nulls), `y`
+/// and a payload. argv: uri.
+const WRITE_UNSORTED: &str = r#"
+import os, random, sys
+import pyarrow as pa
+from deltalake import write_deltalake
+uri = sys.argv[1]
+rng = random.Random(11)
+for part in range(8):
+    xs = [rng.randrange(-10**9, 10**9) if rng.random() > 0.02 else None for _ in range(5000)]
+    data = pa.table({
+        "x": pa.array(xs, pa.int64()),
+        "y": pa.array([f"y{rng.randrange(1000):04d}" for _ in xs], pa.string()),
+        "payload": pa.array([rng.getrandbits(128).to_bytes(16, "big").hex() for _ in xs]),
+    })
+    write_deltalake(uri, data, mode="append")
+sys.stdout.flush()
+os._exit(0)
+"#;
+
+/// Per active file, its `x` values in file order, as python deltalake lists the files.
+const X_BY_FILE: &str = r#"
+import json, os, sys
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+uri = sys.argv[1]
+paths = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column("path").to_pylist()
+print(json.dumps([pq.read_table(os.path.join(uri, p), columns=["x"]).column("x").to_pylist()
+                  for p in paths]))
+sys.stdout.flush()
+os._exit(0)
+"#;
+
+#[tokio::test]
+async fn zorder_on_one_column_sorts_rows_across_files_and_keeps_every_row() {
+    use tablekeeper_delta::fixtures::read_rows_sorted;
+    use tablekeeper_delta::peers::{python_rows, run_python};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("t").to_string_lossy().into_owned();
+    run_python(WRITE_UNSORTED, &[&uri]).expect("python writes");
+    let python_before = python_rows(&uri, None).expect("python reads");
+    let rust_before = read_rows_sorted(&uri, None).await.expect("deltalake reads");
+
+    let mut small_files = options(&["x"], None);
+    small_files.target_file_size = 256 * 1024;
+    let report = optimize(
+        &uri,
+        Optimize::ZOrder(&small_files),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("zorder");
+    assert_eq!(report.files_removed, 8, "{report:?}");
+    assert!(report.files_added >= 2, "{report:?}");
+    assert_eq!(report.commits.len(), 1, "{report:?}");
+    assert_eq!(python_rows(&uri, None).expect("python reads"), python_before);
+    assert_eq!(
+        read_rows_sorted(&uri, None).await.expect("deltalake reads"),
+        rust_before
+    );
+
+    // each file sorted (nulls first), and the files' ranges follow each other
+    let files: Vec<Vec<Option<i64>>> =
+        serde_json::from_str(run_python(X_BY_FILE, &[&uri]).expect("python lists").trim())
+            .expect("json");
+    let mut ranges = Vec::new();
+    for values in &files {
+        assert!(
+            values.windows(2).all(|w| w[0] <= w[1]),
+            "a z-ordered file is not sorted on its only column"
+        );
+        ranges.push((values[0], values[values.len() - 1]));
+    }
+    ranges.sort();
+    for pair in ranges.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "file ranges overlap: {ranges:?}");
+    }
+}

@@ -1,0 +1,437 @@
+//! Sorting rows by a fixed-width byte key in bounded memory: Z-order's sort.
+//!
+//! Owns the external merge sort and nothing about Delta. Batches are held until they reach the
+//! run size; each full run is sorted (stable, by key) and written to a local spill file as Arrow
+//! IPC, LZ4-compressed, with its keys as an extra column. At the end the runs are merged
+//! (k-way, smallest key first, ties in input order) back into batches of [`OUTPUT_ROWS`] rows.
+//! When every row fits in one run nothing is spilled. What it holds: one run of input, plus one
+//! batch per spilled run while merging. Spill files live in a temporary directory under the
+//! system's temporary directory (`TMPDIR`), removed when the sort is dropped; they take about
+//! the decoded size of the rows, less what LZ4 saves.
+//!
+//! The work is CPU and local-disk bound and runs inline in the calling task, as deltalake's
+//! Parquet writer runs its encoding.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use deltalake::arrow::array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch};
+use deltalake::arrow::buffer::Buffer;
+use deltalake::arrow::compute::interleave_record_batch;
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::arrow::error::ArrowError;
+use deltalake::arrow::ipc::reader::StreamReader;
+use deltalake::arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
+use deltalake::arrow::ipc::CompressionType;
+
+/// Rows per batch handed out (and per batch in a spill file).
+pub(crate) const OUTPUT_ROWS: usize = 8192;
+
+/// The spill files' extra column holding each row's key.
+const KEY_COLUMN: &str = "__tablekeeper_sort_key";
+
+/// An external sort in progress: push batches with their keys, then [`ExternalSort::finish`].
+pub(crate) struct ExternalSort {
+    schema: SchemaRef,
+    width: usize,
+    run_bytes: usize,
+    pending: Vec<(RecordBatch, Vec<u8>)>,
+    pending_bytes: usize,
+    spill: Option<tempfile::TempDir>,
+    runs: Vec<PathBuf>,
+    spilled_bytes: u64,
+}
+
+/// The sorted rows, handed out batch by batch.
+pub(crate) struct Sorted {
+    source: Source,
+    /// Spill files written (0 when the rows fitted in memory).
+    pub runs: usize,
+    /// Bytes written to spill files.
+    pub spilled_bytes: u64,
+    // dropped last: the spill files live as long as the merge reads them
+    _spill: Option<tempfile::TempDir>,
+}
+
+enum Source {
+    Memory {
+        batches: Vec<RecordBatch>,
+        order: Vec<(usize, usize)>,
+        at: usize,
+    },
+    Merge(Merge),
+}
+
+impl ExternalSort {
+    /// A sort of rows of `schema`, keyed by `width` bytes each, holding at most about
+    /// `run_bytes` of input before spilling a run.
+    pub(crate) fn new(schema: SchemaRef, width: usize, run_bytes: usize) -> Self {
+        Self {
+            schema,
+            width,
+            run_bytes,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            spill: None,
+            runs: Vec::new(),
+            spilled_bytes: 0,
+        }
+    }
+
+    /// Adds `batch`, whose rows' keys are `keys` (`width` bytes each, end to end).
+    pub(crate) fn push(&mut self, batch: RecordBatch, keys: Vec<u8>) -> Result<(), ArrowError> {
+        if keys.len() != batch.num_rows() * self.width {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{} key bytes for {} rows of {}-byte keys",
+                keys.len(),
+                batch.num_rows(),
+                self.width
+            )));
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.pending_bytes += batch.get_array_memory_size() + keys.len();
+        self.pending.push((batch, keys));
+        if self.pending_bytes >= self.run_bytes {
+            self.spill_run()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the input; the rows come out in key order.
+    pub(crate) fn finish(mut self) -> Result<Sorted, ArrowError> {
+        let source = if self.runs.is_empty() {
+            let order = sort_order(&self.pending, self.width);
+            Source::Memory {
+                batches: self.pending.drain(..).map(|(batch, _)| batch).collect(),
+                order,
+                at: 0,
+            }
+        } else {
+            if !self.pending.is_empty() {
+                self.spill_run()?;
+            }
+            Source::Merge(Merge::open(&self.runs, self.width)?)
+        };
+        Ok(Sorted {
+            source,
+            runs: self.runs.len(),
+            spilled_bytes: self.spilled_bytes,
+            _spill: self.spill.take(),
+        })
+    }
+
+    /// Sorts the pending rows and writes them to a new spill file.
+    fn spill_run(&mut self) -> Result<(), ArrowError> {
+        let order = sort_order(&self.pending, self.width);
+        let dir = match self.spill.take() {
+            Some(dir) => dir,
+            None => tempfile::Builder::new()
+                .prefix("tablekeeper-sort-")
+                .tempdir()
+                .map_err(|e| io("creating the sort's spill directory", e))?,
+        };
+        let path = dir.path().join(format!("run-{}.arrow", self.runs.len()));
+        self.spill = Some(dir);
+        let file = File::create(&path).map_err(|e| io("creating a spill file", e))?;
+        let mut fields: Vec<Arc<Field>> = self.schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(
+            KEY_COLUMN,
+            DataType::FixedSizeBinary(i32::try_from(self.width).unwrap_or(i32::MAX)),
+            false,
+        )));
+        let spill_schema = Arc::new(Schema::new(fields));
+        let options = IpcWriteOptions::default()
+            .try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+        let mut writer =
+            StreamWriter::try_new_with_options(BufWriter::new(file), &spill_schema, options)?;
+        let batches: Vec<&RecordBatch> = self.pending.iter().map(|(b, _)| b).collect();
+        for picks in order.chunks(OUTPUT_ROWS) {
+            let rows = interleave_record_batch(&batches, picks)?;
+            let mut keys = Vec::with_capacity(picks.len() * self.width);
+            for &(b, r) in picks {
+                keys.extend_from_slice(key(&self.pending[b].1, self.width, r));
+            }
+            let keys = FixedSizeBinaryArray::try_new(
+                i32::try_from(self.width).unwrap_or(i32::MAX),
+                Buffer::from_vec(keys),
+                None,
+            )?;
+            let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+            columns.push(Arc::new(keys));
+            writer.write(&RecordBatch::try_new(spill_schema.clone(), columns)?)?;
+        }
+        writer.finish()?;
+        self.spilled_bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        tracing::debug!(
+            run = self.runs.len(),
+            rows = order.len(),
+            bytes_in_memory = self.pending_bytes,
+            "sort run spilled"
+        );
+        self.runs.push(path);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        Ok(())
+    }
+}
+
+impl Sorted {
+    /// The next batch of sorted rows, `None` at the end.
+    pub(crate) fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
+        match &mut self.source {
+            Source::Memory { batches, order, at } => {
+                if *at >= order.len() {
+                    return Ok(None);
+                }
+                let end = (*at + OUTPUT_ROWS).min(order.len());
+                let refs: Vec<&RecordBatch> = batches.iter().collect();
+                let out = interleave_record_batch(&refs, &order[*at..end])?;
+                *at = end;
+                Ok(Some(out))
+            }
+            Source::Merge(merge) => merge.next_batch(),
+        }
+    }
+}
+
+fn key(keys: &[u8], width: usize, row: usize) -> &[u8] {
+    &keys[row * width..(row + 1) * width]
+}
+
+/// (batch, row) of every pending row, stably sorted by key.
+fn sort_order(pending: &[(RecordBatch, Vec<u8>)], width: usize) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = pending
+        .iter()
+        .enumerate()
+        .flat_map(|(b, (batch, _))| (0..batch.num_rows()).map(move |r| (b, r)))
+        .collect();
+    order.sort_by(|&(ab, ar), &(bb, br)| {
+        key(&pending[ab].1, width, ar).cmp(key(&pending[bb].1, width, br))
+    });
+    order
+}
+
+fn io(what: &str, source: std::io::Error) -> ArrowError {
+    ArrowError::IoError(format!("{what}: {source}"), source)
+}
+
+/// One spill file being read: its current batch (without the key column) and keys.
+struct Cursor {
+    reader: StreamReader<BufReader<File>>,
+    rows: RecordBatch,
+    keys: FixedSizeBinaryArray,
+    row: usize,
+    /// Index of `rows` in the merge's held batches.
+    held: usize,
+}
+
+impl Cursor {
+    /// Moves to the next non-empty batch; `false` at the end of the file.
+    fn next_batch(&mut self) -> Result<bool, ArrowError> {
+        for batch in self.reader.by_ref() {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let last = batch.num_columns() - 1;
+            self.keys = batch
+                .column(last)
+                .as_any()
+                .downcast_ref::<FixedSizeBinaryArray>()
+                .cloned()
+                .ok_or_else(|| {
+                    ArrowError::SchemaError("a spill file lost its key column".into())
+                })?;
+            self.rows = batch.project(&(0..last).collect::<Vec<_>>())?;
+            self.row = 0;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// The k-way merge of spilled runs.
+struct Merge {
+    cursors: Vec<Option<Cursor>>,
+    /// Smallest key first; ties go to the earlier run, so equal keys keep their input order.
+    heap: BinaryHeap<Reverse<(Vec<u8>, usize)>>,
+    /// Batches the next output may take rows from.
+    held: Vec<RecordBatch>,
+}
+
+impl Merge {
+    fn open(runs: &[PathBuf], width: usize) -> Result<Self, ArrowError> {
+        let mut merge = Merge {
+            cursors: Vec::with_capacity(runs.len()),
+            heap: BinaryHeap::with_capacity(runs.len()),
+            held: Vec::with_capacity(runs.len()),
+        };
+        for (run, path) in runs.iter().enumerate() {
+            let file = File::open(path).map_err(|e| io("opening a spill file", e))?;
+            let reader = StreamReader::try_new(BufReader::new(file), None)?;
+            let mut cursor = Cursor {
+                reader,
+                rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
+                keys: FixedSizeBinaryArray::try_new(
+                    i32::try_from(width).unwrap_or(i32::MAX),
+                    Buffer::from_vec(Vec::<u8>::new()),
+                    None,
+                )?,
+                row: 0,
+                held: 0,
+            };
+            if cursor.next_batch()? {
+                merge.held.push(cursor.rows.clone());
+                cursor.held = merge.held.len() - 1;
+                merge
+                    .heap
+                    .push(Reverse((cursor.keys.value(0).to_vec(), run)));
+                merge.cursors.push(Some(cursor));
+            } else {
+                merge.cursors.push(None);
+            }
+        }
+        Ok(merge)
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
+        let mut picks = Vec::with_capacity(OUTPUT_ROWS);
+        while picks.len() < OUTPUT_ROWS {
+            let Some(Reverse((mut next_key, run))) = self.heap.pop() else {
+                break;
+            };
+            let Some(cursor) = self.cursors[run].as_mut() else {
+                continue;
+            };
+            picks.push((cursor.held, cursor.row));
+            cursor.row += 1;
+            if cursor.row == cursor.rows.num_rows() {
+                if !cursor.next_batch()? {
+                    self.cursors[run] = None;
+                    continue;
+                }
+                self.held.push(cursor.rows.clone());
+                cursor.held = self.held.len() - 1;
+            }
+            next_key.clear();
+            next_key.extend_from_slice(cursor.keys.value(cursor.row));
+            self.heap.push(Reverse((next_key, run)));
+        }
+        if picks.is_empty() {
+            return Ok(None);
+        }
+        let refs: Vec<&RecordBatch> = self.held.iter().collect();
+        let out = interleave_record_batch(&refs, &picks)?;
+        // keep only the batches the cursors still read from
+        let mut held = Vec::with_capacity(self.cursors.len());
+        for cursor in self.cursors.iter_mut().flatten() {
+            held.push(self.held[cursor.held].clone());
+            cursor.held = held.len() - 1;
+        }
+        self.held = held;
+        Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use deltalake::arrow::array::{Int64Array, StringArray};
+
+    use super::*;
+
+    /// Batches of `(id, label)` with the key `id` (big-endian, so byte order is numeric order).
+    fn input(ids: &[i64]) -> (SchemaRef, Vec<(RecordBatch, Vec<u8>)>) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("label", DataType::Utf8, true),
+        ]));
+        let batches = ids
+            .chunks(1000)
+            .map(|chunk| {
+                let labels: Vec<Option<String>> = chunk
+                    .iter()
+                    .map(|i| (i % 7 != 0).then(|| format!("row-{i}")))
+                    .collect();
+                let batch = RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        Arc::new(Int64Array::from(chunk.to_vec())),
+                        Arc::new(StringArray::from(labels)),
+                    ],
+                )
+                .unwrap();
+                let keys = chunk.iter().flat_map(|i| (*i as u64).to_be_bytes()).collect();
+                (batch, keys)
+            })
+            .collect();
+        (schema, batches)
+    }
+
+    fn sort(ids: &[i64], run_bytes: usize) -> (Vec<(i64, Option<String>)>, usize) {
+        let (schema, batches) = input(ids);
+        let mut sort = ExternalSort::new(schema, 8, run_bytes);
+        for (batch, keys) in batches {
+            sort.push(batch, keys).unwrap();
+        }
+        let mut sorted = sort.finish().unwrap();
+        let runs = sorted.runs;
+        let mut rows = Vec::new();
+        while let Some(batch) = sorted.next_batch().unwrap() {
+            assert!(batch.num_rows() <= OUTPUT_ROWS);
+            let id = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let label = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            for r in 0..batch.num_rows() {
+                rows.push((id.value(r), label.is_valid(r).then(|| label.value(r).to_owned())));
+            }
+        }
+        (rows, runs)
+    }
+
+    /// A fixed pseudo-random permutation of 0..n, with every tenth value repeated.
+    fn shuffled(n: i64) -> Vec<i64> {
+        let mut ids: Vec<i64> = (0..n).map(|i| (i * 7919) % n).collect();
+        ids.extend((0..n).step_by(10));
+        ids
+    }
+
+    fn expected(ids: &[i64]) -> Vec<(i64, Option<String>)> {
+        let mut rows: Vec<(i64, Option<String>)> = ids
+            .iter()
+            .map(|i| (*i, (i % 7 != 0).then(|| format!("row-{i}"))))
+            .collect();
+        rows.sort_by_key(|(i, _)| *i);
+        rows
+    }
+
+    #[test]
+    fn rows_that_fit_are_sorted_without_spilling() {
+        let ids = shuffled(30_011);
+        let (rows, runs) = sort(&ids, usize::MAX);
+        assert_eq!(runs, 0);
+        assert_eq!(rows, expected(&ids));
+    }
+
+    #[test]
+    fn rows_past_the_run_size_are_spilled_and_merged_in_order() {
+        let ids = shuffled(30_011);
+        // about 40 KB per 1000-row batch: a run every few batches
+        let (rows, runs) = sort(&ids, 100_000);
+        assert!(runs >= 5, "{runs} runs");
+        assert_eq!(rows, expected(&ids));
+    }
+
+    #[test]
+    fn wrong_key_length_is_refused() {
+        let (schema, mut batches) = input(&[1, 2, 3]);
+        let (batch, mut keys) = batches.remove(0);
+        keys.pop();
+        let err = ExternalSort::new(schema, 8, 1 << 20).push(batch, keys).unwrap_err();
+        assert!(err.to_string().contains("key bytes"), "{err}");
+    }
+}
