@@ -1203,16 +1203,23 @@ impl JobStore {
         .await
     }
 
-    /// Probes stored after `after` (all when `None`) by replicas other than `reader`,
-    /// oldest update first.
+    /// Up to `limit` probes stored by replicas other than `reader` after a point, oldest update
+    /// first (then by table): after `after` (all when `None`), or with `after_table`, after
+    /// the row (`after`, `after_table`), the last row of the previous page. Read in pages, so a
+    /// replica taking in thousands of probes never holds them all at once.
     pub async fn probes_since(
         &self,
         after: Option<DateTime<Utc>>,
+        after_table: Option<&str>,
         reader: &str,
+        limit: u32,
     ) -> Result<Vec<ProbeRow>, StoreError> {
         self.measured(StoreOp::ProbesSince, async {
             self.dialect
-                .fetch(self.sql().probes_since, args!(after, reader))
+                .fetch(
+                    self.sql().probes_since,
+                    args!(after, reader, after_table, i64::from(limit)),
+                )
                 .await?
                 .iter()
                 .map(|r| {

@@ -1147,7 +1147,7 @@ mod suite {
     pub async fn probes_are_shared_newest_first_and_keep_the_last_good_facts(store: &JobStore) {
         use tablekeeper_store::ProbeRow;
         use tablekeeper_vocab::ProbeFailureKind;
-        assert!(store.probes_since(None, "reader").await.unwrap().is_empty());
+        assert!(store.probes_since(None, None, "reader", 100).await.unwrap().is_empty());
         let base = Utc::now() - chrono::Duration::seconds(100);
         let at = |s: i64| base + chrono::Duration::seconds(s);
         let row = |table: &str, replica: &str, probed_at, probe, error: Option<&str>| ProbeRow {
@@ -1167,7 +1167,7 @@ mod suite {
             .record_probe(&row("b", "r2", at(2), Some(json!({"version": 7})), None))
             .await
             .unwrap();
-        let all = store.probes_since(None, "reader").await.unwrap();
+        let all = store.probes_since(None, None, "reader", 100).await.unwrap();
         assert_eq!(
             all.iter()
                 .map(|r| r.table_name.as_str())
@@ -1175,7 +1175,7 @@ mod suite {
             ["a", "b"],
             "oldest update first"
         );
-        let others = store.probes_since(None, "r1").await.unwrap();
+        let others = store.probes_since(None, None, "r1", 100).await.unwrap();
         assert_eq!(
             others
                 .iter()
@@ -1184,9 +1184,24 @@ mod suite {
             ["b"],
             "a replica reads only the others' probes"
         );
+        // pages: the last row of one page is where the next starts
+        let first = store.probes_since(None, None, "reader", 1).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].table_name, "a");
+        let second = store
+            .probes_since(Some(first[0].updated_at), Some("a"), "reader", 1)
+            .await
+            .unwrap();
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].table_name, "b");
+        assert!(store
+            .probes_since(Some(second[0].updated_at), Some("b"), "reader", 1)
+            .await
+            .unwrap()
+            .is_empty());
         let watermark = all[1].updated_at;
         assert!(store
-            .probes_since(Some(watermark), "reader")
+            .probes_since(Some(watermark), None, "reader", 100)
             .await
             .unwrap()
             .is_empty());
@@ -1197,7 +1212,7 @@ mod suite {
             .record_probe(&row("a", "r2", at(3), None, Some("timed out")))
             .await
             .unwrap();
-        let newer = store.probes_since(Some(watermark), "reader").await.unwrap();
+        let newer = store.probes_since(Some(watermark), None, "reader", 100).await.unwrap();
         assert_eq!(newer.len(), 1, "{newer:?}");
         let a = &newer[0];
         assert_eq!((a.table_name.as_str(), a.replica_id.as_str()), ("a", "r2"));
@@ -1214,7 +1229,7 @@ mod suite {
             .record_probe(&row("a", "r1", at(2), Some(json!({"version": 0})), None))
             .await
             .unwrap();
-        let a = store.probes_since(None, "reader").await.unwrap();
+        let a = store.probes_since(None, None, "reader", 100).await.unwrap();
         let a = a.iter().find(|r| r.table_name == "a").unwrap();
         assert_eq!(
             a.probe,
@@ -1225,7 +1240,7 @@ mod suite {
             .record_probe(&row("a", "r1", at(4), Some(json!({"version": 2})), None))
             .await
             .unwrap();
-        let a = store.probes_since(None, "reader").await.unwrap();
+        let a = store.probes_since(None, None, "reader", 100).await.unwrap();
         let a = a.iter().find(|r| r.table_name == "a").unwrap();
         assert_eq!(a.probe, Some(json!({"version": 2})));
         assert_eq!((a.error.as_deref(), a.error_kind), (None, None));

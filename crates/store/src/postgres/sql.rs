@@ -186,6 +186,8 @@ pub(super) const STATEMENTS: Statements = Statements {
            error = excluded.error, error_kind = excluded.error_kind, updated_at = clock_timestamp() \
          WHERE table_probes.probed_at <= excluded.probed_at",
     probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
-         FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1) AND replica_id <> $2 \
-         ORDER BY updated_at, table_name",
+         FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1 \
+           OR ($3::TEXT IS NOT NULL AND updated_at = $1 AND table_name > $3)) \
+           AND replica_id <> $2 \
+         ORDER BY updated_at, table_name LIMIT $4",
 };

@@ -195,6 +195,8 @@ pub(super) const STATEMENTS: Statements = Statements {
            updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
          WHERE table_probes.probed_at <= excluded.probed_at",
     probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
-         FROM table_probes WHERE (?1 IS NULL OR updated_at > strftime('%Y-%m-%dT%H:%M:%fZ', ?1)) AND replica_id <> ?2 \
-         ORDER BY updated_at, table_name",
+         FROM table_probes WHERE (?1 IS NULL OR updated_at > strftime('%Y-%m-%dT%H:%M:%fZ', ?1) \
+           OR (?3 IS NOT NULL AND updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', ?1) AND table_name > ?3)) \
+           AND replica_id <> ?2 \
+         ORDER BY updated_at, table_name LIMIT ?4",
 };
