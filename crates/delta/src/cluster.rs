@@ -14,13 +14,16 @@
 
 use std::collections::BTreeMap;
 
-use deltalake::kernel::Action;
-use deltalake::DeltaTable;
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::datafile::writer::DeltaWriter;
+use deltalake::kernel::{Action, Add};
+use deltalake::{DeltaTable, DeltaTableError};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::DeltaError;
-use crate::external_sort::ExternalSort;
+use crate::external_sort::{ExternalSort, Sorted};
 use crate::log::partition_key;
 use crate::rewrite::{matches, OwnedFilter, RewriteSpec};
 use crate::run::cancellable;
@@ -34,6 +37,51 @@ pub(crate) fn run_bytes(share: u64) -> u64 {
     share
         .saturating_sub(crate::decode::MEMORY_BYTES)
         .max(MIN_RUN_BYTES)
+}
+
+/// Batches in flight between the merge and the writer.
+const WRITE_QUEUE: usize = 4;
+
+/// Writes `sorted`'s rows through `writer`, encoding on another task while this one merges,
+/// so the two CPU-heavy halves (merge and gather; Parquet encoding and zstd) use two cores.
+/// Returns the files' `add` actions and the sort's spill figures (runs, bytes).
+async fn write_sorted(
+    uri: &str,
+    mut sorted: Sorted,
+    mut writer: DeltaWriter,
+) -> Result<(Vec<Add>, usize, u64), DeltaError> {
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<RecordBatch>(WRITE_QUEUE);
+    let owned_uri = uri.to_owned();
+    // aborted if this future is dropped (a cancelled job): no file is written after it
+    let encoder = AbortOnDropHandle::new(tokio::spawn(async move {
+        while let Some(batch) = receiver.recv().await {
+            writer
+                .write(&batch)
+                .await
+                .map_err(|e| DeltaError::delta(&owned_uri, "writing z-ordered files", e))?;
+        }
+        crate::decode::close(&owned_uri, writer).await
+    }));
+    while let Some(batch) = sorted
+        .next_batch()
+        .map_err(|e| DeltaError::delta(uri, "merging z-order sort runs", e.into()))?
+    {
+        if sender.send(batch).await.is_err() {
+            // the encoder stopped: its result says why
+            break;
+        }
+    }
+    drop(sender);
+    let adds = encoder
+        .await
+        .map_err(|e| {
+            DeltaError::delta(
+                uri,
+                "writing z-ordered files",
+                DeltaTableError::Generic(format!("the encoding task ended: {e}")),
+            )
+        })??;
+    Ok((adds, sorted.runs, sorted.spilled_bytes))
 }
 
 /// Z-orders every file of the partitions `filters` select on `columns`, from `table`'s
@@ -87,7 +135,7 @@ pub(crate) async fn rewrite(
             let files = paths.len();
             let (schema, mut batches) =
                 crate::decode::scan_files(uri, &log_store, &snapshot, paths).await?;
-            let mut sort = ExternalSort::new(schema.clone(), key.width(), run);
+            let mut sort = ExternalSort::new(&schema, key.width(), run);
             while let Some(batch) = batches.next().await {
                 let batch = batch
                     .map_err(|e| DeltaError::delta(uri, "reading the files to z-order", e.into()))?;
@@ -98,27 +146,19 @@ pub(crate) async fn rewrite(
                     .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
             }
             drop(batches);
-            let mut sorted = sort
+            let schema = sort.schema();
+            let sorted = sort
                 .finish()
                 .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-            let mut writer = crate::decode::writer(&log_store, &snapshot, schema, spec.target_size);
-            while let Some(batch) = sorted
-                .next_batch()
-                .map_err(|e| DeltaError::delta(uri, "merging z-order sort runs", e.into()))?
-            {
-                writer
-                    .write(&batch)
-                    .await
-                    .map_err(|e| DeltaError::delta(uri, "writing z-ordered files", e))?;
-            }
-            let adds = crate::decode::close(uri, writer).await?;
+            let writer = crate::decode::writer(&log_store, &snapshot, schema, spec.target_size);
+            let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
             tracing::debug!(
                 table = uri,
                 partition = %partition,
                 files_read = files,
                 files_written = adds.len(),
-                spilled_runs = sorted.runs,
-                spilled_bytes = sorted.spilled_bytes,
+                spilled_runs = runs,
+                spilled_bytes = spilled,
                 "partition z-ordered"
             );
             actions.extend(removes);
