@@ -72,15 +72,13 @@ async fn write_sorted(
         }
     }
     drop(sender);
-    let adds = encoder
-        .await
-        .map_err(|e| {
-            DeltaError::delta(
-                uri,
-                "writing z-ordered files",
-                DeltaTableError::Generic(format!("the encoding task ended: {e}")),
-            )
-        })??;
+    let adds = encoder.await.map_err(|e| {
+        DeltaError::delta(
+            uri,
+            "writing z-ordered files",
+            DeltaTableError::Generic(format!("the encoding task ended: {e}")),
+        )
+    })??;
     Ok((adds, sorted.runs, sorted.spilled_bytes))
 }
 
@@ -137,8 +135,9 @@ pub(crate) async fn rewrite(
                 crate::decode::scan_files(uri, &log_store, &snapshot, paths).await?;
             let mut sort = ExternalSort::new(&schema, key.width(), run);
             while let Some(batch) = batches.next().await {
-                let batch = batch
-                    .map_err(|e| DeltaError::delta(uri, "reading the files to z-order", e.into()))?;
+                let batch = batch.map_err(|e| {
+                    DeltaError::delta(uri, "reading the files to z-order", e.into())
+                })?;
                 let keys = key
                     .keys(&batch)
                     .map_err(|e| DeltaError::delta(uri, "computing z-order keys", e.into()))?;

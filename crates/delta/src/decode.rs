@@ -10,8 +10,8 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::datafusion::execution::SendableRecordBatchStream;
 use deltalake::datafusion::prelude::SessionContext;
 use deltalake::delta_datafusion::{DeltaScanNext, FileSelection};

@@ -222,7 +222,12 @@ impl Sorted {
 
 /// `field` with every view type in it replaced by its plain counterpart.
 fn plain_field(field: &FieldRef) -> FieldRef {
-    Arc::new(field.as_ref().clone().with_data_type(plain(field.data_type())))
+    Arc::new(
+        field
+            .as_ref()
+            .clone()
+            .with_data_type(plain(field.data_type())),
+    )
 }
 
 fn plain(data_type: &DataType) -> DataType {
@@ -230,9 +235,7 @@ fn plain(data_type: &DataType) -> DataType {
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
         DataType::ListView(f) | DataType::List(f) => DataType::List(plain_field(f)),
-        DataType::LargeListView(f) | DataType::LargeList(f) => {
-            DataType::LargeList(plain_field(f))
-        }
+        DataType::LargeListView(f) | DataType::LargeList(f) => DataType::LargeList(plain_field(f)),
         DataType::FixedSizeList(f, n) => DataType::FixedSizeList(plain_field(f), *n),
         DataType::Struct(fields) => DataType::Struct(fields.iter().map(plain_field).collect()),
         DataType::Map(f, sorted) => DataType::Map(plain_field(f), *sorted),
@@ -273,8 +276,11 @@ fn sort_order(pending: &[(RecordBatch, Vec<u8>)], width: usize) -> Vec<(usize, u
         order.sort_unstable_by(|&(ap, ab, ar), &(bp, bb, br)| {
             ap.cmp(&bp)
                 .then_with(|| {
-                    key(&pending[ab as usize].1, width, ar as usize)
-                        .cmp(key(&pending[bb as usize].1, width, br as usize))
+                    key(&pending[ab as usize].1, width, ar as usize).cmp(key(
+                        &pending[bb as usize].1,
+                        width,
+                        br as usize,
+                    ))
                 })
                 .then((ab, ar).cmp(&(bb, br)))
         });
@@ -457,7 +463,10 @@ mod tests {
                     ],
                 )
                 .unwrap();
-                let keys = chunk.iter().flat_map(|i| (*i as u64).to_be_bytes()).collect();
+                let keys = chunk
+                    .iter()
+                    .flat_map(|i| (*i as u64).to_be_bytes())
+                    .collect();
                 (batch, keys)
             })
             .collect();
@@ -475,10 +484,21 @@ mod tests {
         let mut rows = Vec::new();
         while let Some(batch) = sorted.next_batch().unwrap() {
             assert!(batch.num_rows() <= OUTPUT_ROWS);
-            let id = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-            let label = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            let id = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let label = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
             for r in 0..batch.num_rows() {
-                rows.push((id.value(r), label.is_valid(r).then(|| label.value(r).to_owned())));
+                rows.push((
+                    id.value(r),
+                    label.is_valid(r).then(|| label.value(r).to_owned()),
+                ));
             }
         }
         (rows, runs)
@@ -523,7 +543,11 @@ mod tests {
         // one string buffer shared by every batch, as a Parquet scan hands views out
         let long: Vec<String> = (0..4000).map(|i| format!("{i:0>64}")).collect();
         let all = StringViewArray::from_iter_values(long.iter());
-        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8View, false)]));
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "s",
+            DataType::Utf8View,
+            false,
+        )]));
         let mut sort = ExternalSort::new(&schema, 8, 64 * 1024);
         assert_eq!(sort.schema().field(0).data_type(), &DataType::Utf8);
         for start in (0..4000).step_by(100) {
@@ -538,7 +562,11 @@ mod tests {
         let mut sorted = sort.finish().unwrap();
         assert!(sorted.runs >= 2, "{} runs", sorted.runs);
         // 4,000 strings of 64 bytes: the spill holds them about once, not once per batch
-        assert!(sorted.spilled_bytes < 1_000_000, "{} bytes spilled", sorted.spilled_bytes);
+        assert!(
+            sorted.spilled_bytes < 1_000_000,
+            "{} bytes spilled",
+            sorted.spilled_bytes
+        );
         let mut rows = 0;
         while let Some(batch) = sorted.next_batch().unwrap() {
             rows += batch.num_rows();
@@ -564,7 +592,11 @@ mod tests {
         assert!(sorted.runs >= 2, "{} runs", sorted.runs);
         let mut got = Vec::new();
         while let Some(batch) = sorted.next_batch().unwrap() {
-            let id = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let id = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
             got.extend(id.values().iter().copied());
         }
         let mut want = ids.clone();
@@ -577,7 +609,9 @@ mod tests {
         let (schema, mut batches) = input(&[1, 2, 3]);
         let (batch, mut keys) = batches.remove(0);
         keys.pop();
-        let err = ExternalSort::new(&schema, 8, 1 << 20).push(batch, keys).unwrap_err();
+        let err = ExternalSort::new(&schema, 8, 1 << 20)
+            .push(batch, keys)
+            .unwrap_err();
         assert!(err.to_string().contains("key bytes"), "{err}");
     }
 }

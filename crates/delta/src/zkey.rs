@@ -78,12 +78,9 @@ impl ZKey {
         for (row, key) in out.chunks_exact_mut(width).enumerate() {
             let base = row * PREFIX_BYTES;
             for byte in 0..PREFIX_BYTES {
-                let group = prefixes
-                    .iter()
-                    .enumerate()
-                    .fold(0u128, |group, (c, p)| {
-                        group | (self.spread[usize::from(p[base + byte])] >> c)
-                    });
+                let group = prefixes.iter().enumerate().fold(0u128, |group, (c, p)| {
+                    group | (self.spread[usize::from(p[base + byte])] >> c)
+                });
                 let bytes = group.to_be_bytes();
                 key[byte * n..(byte + 1) * n].copy_from_slice(&bytes[16 - n..]);
             }

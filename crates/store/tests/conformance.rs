@@ -1147,7 +1147,11 @@ mod suite {
     pub async fn probes_are_shared_newest_first_and_keep_the_last_good_facts(store: &JobStore) {
         use tablekeeper_store::ProbeRow;
         use tablekeeper_vocab::ProbeFailureKind;
-        assert!(store.probes_since(None, None, "reader", 100).await.unwrap().is_empty());
+        assert!(store
+            .probes_since(None, None, "reader", 100)
+            .await
+            .unwrap()
+            .is_empty());
         let base = Utc::now() - chrono::Duration::seconds(100);
         let at = |s: i64| base + chrono::Duration::seconds(s);
         let row = |table: &str, replica: &str, probed_at, probe, error: Option<&str>| ProbeRow {
@@ -1212,7 +1216,10 @@ mod suite {
             .record_probe(&row("a", "r2", at(3), None, Some("timed out")))
             .await
             .unwrap();
-        let newer = store.probes_since(Some(watermark), None, "reader", 100).await.unwrap();
+        let newer = store
+            .probes_since(Some(watermark), None, "reader", 100)
+            .await
+            .unwrap();
         assert_eq!(newer.len(), 1, "{newer:?}");
         let a = &newer[0];
         assert_eq!((a.table_name.as_str(), a.replica_id.as_str()), ("a", "r2"));

@@ -176,7 +176,10 @@ async fn zorder_on_one_column_sorts_rows_across_files_and_keeps_every_row() {
     assert_eq!(report.files_removed, 8, "{report:?}");
     assert!(report.files_added >= 2, "{report:?}");
     assert_eq!(report.commits.len(), 1, "{report:?}");
-    assert_eq!(python_rows(&uri, None).expect("python reads"), python_before);
+    assert_eq!(
+        python_rows(&uri, None).expect("python reads"),
+        python_before
+    );
     assert_eq!(
         read_rows_sorted(&uri, None).await.expect("deltalake reads"),
         rust_before
