@@ -10,7 +10,7 @@
 //! cores, and only while their estimated memory fits in the replica's rewrite budget
 //! ([`crate::budget`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake::kernel::{Action, Add, EagerSnapshot};
@@ -100,35 +100,19 @@ pub(crate) async fn compact(
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<Option<DeltaTable>, DeltaError> {
-    let snapshot = table
-        .snapshot()
-        .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?
-        .snapshot()
-        .clone();
-    let partition_columns = snapshot.metadata().partition_columns().to_vec();
-    let mut by_partition: BTreeMap<String, Vec<BinFile>> = BTreeMap::new();
-    for file in snapshot
-        .try_log_data()
-        .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?
-    {
+    let snapshot = crate::rewrite::planned_snapshot(uri, table)?;
+    let by_partition = crate::rewrite::select_files(uri, &snapshot, filters, |file, values| {
         let size = u64::try_from(file.size()).unwrap_or(u64::MAX);
-        let values = file.partition_values_map();
-        if size >= small_below || !crate::rewrite::matches(filters, &values) {
-            continue;
-        }
-        by_partition
-            .entry(crate::log::partition_key(&partition_columns, &values))
-            .or_default()
-            .push(BinFile {
-                path: file.path().into_owned(),
-                object_path: file.object_store_path(),
-                partition_values: values.clone(),
-                size,
-                stats: file.stats(),
-                has_deletion_vector: file.deletion_vector_descriptor().is_some(),
-                remove: Action::Remove(file.remove_action(false)),
-            });
-    }
+        (size < small_below).then(|| BinFile {
+            path: file.path().into_owned(),
+            object_path: file.object_store_path(),
+            partition_values: values,
+            size,
+            stats: file.stats(),
+            has_deletion_vector: file.deletion_vector_descriptor().is_some(),
+            remove: Action::Remove(file.remove_action(false)),
+        })
+    })?;
     let target = spec.target_size.get();
     let bins: Vec<Bin> = by_partition
         .into_iter()

@@ -4,7 +4,8 @@
 //! Owns the budget and its accounting. A compaction bin reserves its estimate before it reads
 //! anything ([`crate::bins`]), and what it holds is bounded by construction (copied bins fetch
 //! and upload in bounded pieces; decoded bins write row groups of at most 64 MiB). Z-order
-//! reserves half the budget while it runs and sorts within it, spilling to local disk past it
+//! reserves a writer's share and a minimum sort run per partition, and grows its runs while the
+//! budget has room (up to half of it), spilling to local disk when it has not
 //! ([`crate::cluster`]). A reservation larger than the
 //! whole budget is cut to the whole budget, so one rewrite always runs: the budget bounds
 //! parallelism, never whether work gets done.
@@ -37,10 +38,7 @@ pub fn set_rewrite_memory_budget(bytes: u64) -> bool {
 }
 
 fn budget_or(bytes: u64) -> &'static Budget {
-    BUDGET.get_or_init(|| Budget {
-        bytes,
-        units: Semaphore::new(units(bytes)),
-    })
+    BUDGET.get_or_init(|| Budget::new(bytes))
 }
 
 /// The process's budget.
@@ -55,6 +53,14 @@ fn units(bytes: u64) -> usize {
 }
 
 impl Budget {
+    /// A budget of `bytes` of its own (the process's is [`budget`]).
+    pub(crate) fn new(bytes: u64) -> Self {
+        Budget {
+            bytes,
+            units: Semaphore::new(units(bytes)),
+        }
+    }
+
     /// The budget in bytes.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
@@ -70,5 +76,11 @@ impl Budget {
             // the semaphore is never closed
             Err(_) => unreachable!("the rewrite budget's semaphore is never closed"),
         }
+    }
+
+    /// Takes `bytes` (in whole MiB, at least one) if they are free now, without waiting.
+    pub(crate) fn try_reserve(&self, bytes: u64) -> Option<SemaphorePermit<'_>> {
+        let wanted = u32::try_from(units(bytes)).unwrap_or(u32::MAX);
+        self.units.try_acquire_many(wanted).ok()
     }
 }

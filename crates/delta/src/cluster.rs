@@ -5,38 +5,91 @@
 //! OPTIMIZE commit, as deltalake's Z-order commits them (the next Z-order is scoped by the
 //! version of the last one).
 //!
-//! Owns the memory arithmetic. A Z-order holds half the replica's rewrite budget while it runs
-//! and rewrites one partition at a time; of that half, the writer takes what a decoding rewrite
-//! takes ([`crate::decode::MEMORY_BYTES`]) and the sort keeps the rest as its run size, so a
-//! partition larger than the budget spills sorted runs to local disk instead of holding them.
-//! deltalake's Z-order (a DataFusion sort without a memory pool) was measured holding about ten
-//! times its input, and with a pool its final merge failed; this is why it is not used.
+//! Owns the memory arithmetic and the parallelism. Partitions are rewritten as tasks of their
+//! own, as many at once as the machine has cores. Each reserves, before it reads anything, what
+//! its writer holds ([`crate::decode::MEMORY_BYTES`]) and a minimum sort run
+//! ([`MIN_RUN_BYTES`]); its run then grows in steps of [`GROW_BYTES`] while the rewrite budget
+//! has room, up to half the budget for the partition, and spills to local disk when it has not.
+//! So small partitions sort in memory side by side, and a partition larger than the budget
+//! spills sorted runs instead of holding them. deltalake's Z-order (a DataFusion sort without a
+//! memory pool) was measured holding about ten times its input, and with a pool its final merge
+//! failed; this is why it is not used.
 
-use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::datafile::writer::DeltaWriter;
-use deltalake::kernel::{Action, Add};
+use deltalake::kernel::{Action, Add, EagerSnapshot};
+use deltalake::logstore::LogStoreRef;
 use deltalake::{DeltaTable, DeltaTableError};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
+use tokio::sync::SemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::budget::Budget;
 use crate::error::DeltaError;
-use crate::external_sort::{ExternalSort, Sorted};
-use crate::log::partition_key;
-use crate::rewrite::{matches, OwnedFilter, RewriteSpec};
+use crate::external_sort::{ExternalSort, RunLimit, Sorted};
+use crate::rewrite::{OwnedFilter, RewriteSpec};
 use crate::run::cancellable;
 use crate::zkey::ZKey;
 
-/// The smallest sort run, whatever the budget: below it spill files multiply for nothing.
-const MIN_RUN_BYTES: u64 = 32 * 1024 * 1024;
+/// The run every partition is sure of, whatever else holds the budget: below it spill files
+/// multiply for nothing.
+pub(crate) const MIN_RUN_BYTES: u64 = 32 * 1024 * 1024;
 
-/// The sort's run size when a Z-order holds `share` bytes of the budget.
-pub(crate) fn run_bytes(share: u64) -> u64 {
-    share
-        .saturating_sub(crate::decode::MEMORY_BYTES)
-        .max(MIN_RUN_BYTES)
+/// How much a run asks the budget for at a time as it grows.
+const GROW_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A partition's hold on the rewrite budget: its writer's share and its sort run, grown while
+/// the budget has room and given back when the partition is done.
+struct Share {
+    budget: &'static Budget,
+    held: SemaphorePermit<'static>,
+    /// What the run may hold now.
+    run: u64,
+    /// What the run may grow to.
+    max_run: u64,
+}
+
+impl Share {
+    /// Waits for a writer's share and a minimum run; the run may grow to half the budget less
+    /// the writer's share.
+    async fn reserve(budget: &'static Budget) -> Self {
+        let max_run = (budget.bytes() / 2)
+            .saturating_sub(crate::decode::MEMORY_BYTES)
+            .max(MIN_RUN_BYTES);
+        let held = budget
+            .reserve(crate::decode::MEMORY_BYTES + MIN_RUN_BYTES)
+            .await;
+        Share {
+            budget,
+            held,
+            run: MIN_RUN_BYTES,
+            max_run,
+        }
+    }
+}
+
+impl RunLimit for Share {
+    fn allow(&mut self, bytes: usize) -> bool {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        while bytes >= self.run {
+            let more = GROW_BYTES.min(self.max_run.saturating_sub(self.run));
+            if more == 0 {
+                return false;
+            }
+            match self.budget.try_reserve(more) {
+                Some(permit) => {
+                    self.held.merge(permit);
+                    self.run += more;
+                }
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 /// Batches in flight between the merge and the writer.
@@ -82,6 +135,64 @@ async fn write_sorted(
     Ok((adds, sorted.runs, sorted.spilled_bytes))
 }
 
+/// What rewriting one partition needs, owned, so it runs on a task of its own.
+struct PartitionTask {
+    uri: String,
+    log_store: LogStoreRef,
+    snapshot: EagerSnapshot,
+    key: Arc<ZKey>,
+    target_size: NonZeroU64,
+}
+
+impl PartitionTask {
+    /// Z-orders `files` (path and `remove` action each) of `partition` into new files and
+    /// returns the removes followed by the adds.
+    async fn run(
+        self,
+        partition: String,
+        files: Vec<(String, Action)>,
+    ) -> Result<Vec<Action>, DeltaError> {
+        let uri = self.uri.as_str();
+        let (paths, mut actions): (Vec<String>, Vec<Action>) = files.into_iter().unzip();
+        let files = paths.len();
+        // held until the partition's files are written: sorted rows that fitted in memory are
+        // held until then
+        let mut share = Share::reserve(crate::budget::budget()).await;
+        let (schema, mut batches) =
+            crate::decode::scan_files(uri, &self.log_store, &self.snapshot, paths).await?;
+        let mut sort = ExternalSort::new(&schema, self.key.width(), &mut share);
+        while let Some(batch) = batches.next().await {
+            let batch = batch
+                .map_err(|e| DeltaError::delta(uri, "reading the files to z-order", e.into()))?;
+            let keys = self
+                .key
+                .keys(&batch)
+                .map_err(|e| DeltaError::delta(uri, "computing z-order keys", e.into()))?;
+            sort.push(batch, keys)
+                .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
+        }
+        drop(batches);
+        let schema = sort.schema();
+        let sorted = sort
+            .finish()
+            .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
+        let writer =
+            crate::decode::writer(&self.log_store, &self.snapshot, schema, self.target_size);
+        let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
+        tracing::debug!(
+            table = uri,
+            partition = %partition,
+            files_read = files,
+            files_written = adds.len(),
+            spilled_runs = runs,
+            spilled_bytes = spilled,
+            "partition z-ordered"
+        );
+        actions.extend(adds.into_iter().map(Action::Add));
+        Ok(actions)
+    }
+}
+
 /// Z-orders every file of the partitions `filters` select on `columns`, from `table`'s
 /// snapshot, and commits them as one rewrite. Returns the table at the new version (unchanged
 /// when the filters select no file).
@@ -94,84 +205,96 @@ pub(crate) async fn rewrite(
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
     let step = async {
-        let state = table
-            .snapshot()
-            .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?;
-        let snapshot = state.snapshot().clone();
-        let partition_columns = snapshot.metadata().partition_columns().to_vec();
-        let log_data = snapshot
-            .try_log_data()
-            .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?;
-        // partition key -> (paths, removes)
-        let mut partitions: BTreeMap<String, (Vec<String>, Vec<Action>)> = BTreeMap::new();
-        for file in log_data {
-            let values = file.partition_values_map();
-            if !matches(filters, &values) {
-                continue;
-            }
-            let entry = partitions
-                .entry(partition_key(&partition_columns, &values))
-                .or_default();
-            entry.0.push(file.path().into_owned());
-            entry.1.push(Action::Remove(file.remove_action(false)));
-        }
+        let snapshot = crate::rewrite::planned_snapshot(uri, table)?;
+        let partitions = crate::rewrite::select_files(uri, &snapshot, filters, |file, _| {
+            Some((
+                file.path().into_owned(),
+                Action::Remove(file.remove_action(false)),
+            ))
+        })?;
         if partitions.is_empty() {
             return Ok(table.clone());
         }
-        let key = ZKey::new(columns).map_err(|e| DeltaError::InvalidOptions {
+        let key = Arc::new(ZKey::new(columns).map_err(|e| DeltaError::InvalidOptions {
             table: uri.to_owned(),
             operation: spec.operation,
             reason: e.to_string(),
-        })?;
-        let budget = crate::budget::budget();
-        let share = budget.bytes() / 2;
-        let _reserved = budget.reserve(share).await;
-        let run = usize::try_from(run_bytes(share)).unwrap_or(usize::MAX);
+        })?);
+        let parallel = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(partitions.len());
         let log_store = table.log_store();
-        let mut actions = Vec::new();
-        for (partition, (paths, removes)) in partitions {
-            let files = paths.len();
-            let (schema, mut batches) =
-                crate::decode::scan_files(uri, &log_store, &snapshot, paths).await?;
-            let mut sort = ExternalSort::new(&schema, key.width(), run);
-            while let Some(batch) = batches.next().await {
-                let batch = batch.map_err(|e| {
-                    DeltaError::delta(uri, "reading the files to z-order", e.into())
-                })?;
-                let keys = key
-                    .keys(&batch)
-                    .map_err(|e| DeltaError::delta(uri, "computing z-order keys", e.into()))?;
-                sort.push(batch, keys)
-                    .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-            }
-            drop(batches);
-            let schema = sort.schema();
-            let sorted = sort
-                .finish()
-                .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-            let writer = crate::decode::writer(&log_store, &snapshot, schema, spec.target_size);
-            let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
-            tracing::debug!(
-                table = uri,
-                partition = %partition,
-                files_read = files,
-                files_written = adds.len(),
-                spilled_runs = runs,
-                spilled_bytes = spilled,
-                "partition z-ordered"
-            );
-            actions.extend(removes);
-            actions.extend(adds.into_iter().map(Action::Add));
-        }
-        let (version, _) =
-            crate::decode::commit_rewrite(uri, log_store, &snapshot, actions, spec).await?;
-        let mut after = table.clone();
-        after
-            .update_state()
-            .await
-            .map_err(|e| DeltaError::delta(uri, "reloading after the z-order", e))?;
-        tracing::info!(table = uri, version, "z-order committed");
-        Ok(after)
+        // each partition on a task of its own, so they use separate cores; aborted when this
+        // future is dropped (a cancelled job), and results kept in partition order
+        let tasks: Vec<_> = partitions
+            .into_iter()
+            .map(|(partition, files)| {
+                let task = PartitionTask {
+                    uri: uri.to_owned(),
+                    log_store: log_store.clone(),
+                    snapshot: snapshot.clone(),
+                    key: Arc::clone(&key),
+                    target_size: spec.target_size,
+                };
+                async move {
+                    let handle = AbortOnDropHandle::new(tokio::spawn(task.run(partition, files)));
+                    handle.await.map_err(|e| {
+                        DeltaError::delta(
+                            uri,
+                            "z-ordering a partition",
+                            DeltaTableError::Generic(format!("the partition's task ended: {e}")),
+                        )
+                    })?
+                }
+            })
+            .collect();
+        let rewritten: Vec<Vec<Action>> = futures::stream::iter(tasks)
+            .buffered(parallel)
+            .try_collect()
+            .await?;
+        let actions = rewritten.into_iter().flatten().collect();
+        crate::decode::commit_and_reload(uri, table, &snapshot, actions, spec, "z-order").await
     };
     cancellable(cancel, uri, spec.operation, step).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1024 * 1024;
+
+    fn budget(mib: u64) -> &'static Budget {
+        Box::leak(Box::new(Budget::new(mib * 1024 * 1024)))
+    }
+
+    #[tokio::test]
+    async fn a_run_grows_while_the_budget_has_room_up_to_half_of_it() {
+        let budget = budget(512);
+        let mut first = Share::reserve(budget).await;
+        assert!(first.allow(31 * MIB), "within the minimum run");
+        assert!(first.allow(100 * MIB), "grown from the free budget");
+        assert!(
+            !first.allow(128 * MIB),
+            "half the budget less the writer's share is the most a run holds"
+        );
+        // the first holds 128 + 128 MiB; a second partition gets its minimum and the rest
+        let mut second = Share::reserve(budget).await;
+        assert!(second.allow(127 * MIB));
+        assert!(budget.try_reserve(1).is_none(), "the budget is all held");
+        drop(first);
+        assert!(
+            budget.try_reserve(256 * 1024 * 1024).is_some(),
+            "given back when done"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_spills_at_its_minimum_when_the_budget_is_held_elsewhere() {
+        let budget = budget(512);
+        let _other = budget.reserve(512 * 1024 * 1024 - 160 * 1024 * 1024).await;
+        let mut share = Share::reserve(budget).await;
+        assert!(share.allow(31 * MIB));
+        assert!(!share.allow(32 * MIB), "no room to grow: spill");
+    }
 }

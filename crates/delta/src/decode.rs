@@ -20,6 +20,7 @@ use deltalake::kernel::{Action, Add, EagerSnapshot};
 use deltalake::logstore::LogStoreRef;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt as _;
+use deltalake::DeltaTable;
 use futures::StreamExt;
 
 use deltalake::parquet::basic::{Compression, ZstdLevel};
@@ -167,4 +168,24 @@ pub(crate) async fn commit_rewrite(
     .map_err(|e| DeltaError::delta(uri, "committing the rewrite", e))?;
     let version = i64::try_from(finalized.version()).unwrap_or(i64::MAX);
     Ok((version, finalized.snapshot().snapshot().clone()))
+}
+
+/// Commits a rewrite of `table` planned on `snapshot` (see [`commit_rewrite`]) and returns the
+/// table reloaded after it; `what` names the rewrite in the log.
+pub(crate) async fn commit_and_reload(
+    uri: &str,
+    table: &DeltaTable,
+    snapshot: &EagerSnapshot,
+    actions: Vec<Action>,
+    spec: &RewriteSpec,
+    what: &'static str,
+) -> Result<DeltaTable, DeltaError> {
+    let (version, _) = commit_rewrite(uri, table.log_store(), snapshot, actions, spec).await?;
+    let mut after = table.clone();
+    after
+        .update_state()
+        .await
+        .map_err(|e| DeltaError::delta(uri, "reloading the table after the rewrite", e))?;
+    tracing::info!(table = uri, version, "{what} committed");
+    Ok(after)
 }

@@ -1,7 +1,7 @@
 //! Sorting rows by a fixed-width byte key in bounded memory: Z-order's sort.
 //!
-//! Owns the external merge sort and nothing about Delta. Batches are held until they reach the
-//! run size; each full run is sorted (stable, by key) and written to a local spill file as Arrow
+//! Owns the external merge sort and nothing about Delta. Batches are held until the run may not
+//! grow further (a fixed size, or whatever the caller's [`RunLimit`] grants); each full run is sorted (stable, by key) and written to a local spill file as Arrow
 //! IPC (uncompressed: the rewrite is CPU-bound, the disk is not), with its keys as an extra
 //! column. At the end the runs are merged (k-way, smallest key first, ties in input order) back
 //! into batches of [`OUTPUT_ROWS`] rows. When every row fits in one run nothing is spilled.
@@ -38,11 +38,31 @@ pub(crate) const OUTPUT_ROWS: usize = 8192;
 /// The spill files' extra column holding each row's key.
 const KEY_COLUMN: &str = "__tablekeeper_sort_key";
 
+/// How much input a sort may hold before it spills a run.
+pub(crate) trait RunLimit {
+    /// Whether the run may hold `bytes` of input; `false` spills it.
+    fn allow(&mut self, bytes: usize) -> bool;
+}
+
+/// A fixed run size in bytes.
+impl RunLimit for usize {
+    fn allow(&mut self, bytes: usize) -> bool {
+        bytes < *self
+    }
+}
+
+/// A limit lent to the sort, so the caller keeps it (and what it holds) past the sort.
+impl<L: RunLimit> RunLimit for &mut L {
+    fn allow(&mut self, bytes: usize) -> bool {
+        (**self).allow(bytes)
+    }
+}
+
 /// An external sort in progress: push batches with their keys, then [`ExternalSort::finish`].
-pub(crate) struct ExternalSort {
+pub(crate) struct ExternalSort<L> {
     schema: SchemaRef,
     width: usize,
-    run_bytes: usize,
+    limit: L,
     pending: Vec<(RecordBatch, Vec<u8>)>,
     pending_bytes: usize,
     spill: Option<tempfile::TempDir>,
@@ -70,17 +90,17 @@ enum Source {
     Merge(Merge),
 }
 
-impl ExternalSort {
-    /// A sort of rows of `schema`, keyed by `width` bytes each, holding at most about
-    /// `run_bytes` of input before spilling a run.
-    pub(crate) fn new(schema: &Schema, width: usize, run_bytes: usize) -> Self {
+impl<L: RunLimit> ExternalSort<L> {
+    /// A sort of rows of `schema`, keyed by `width` bytes each, holding input while `limit`
+    /// allows and spilling a run when it does not.
+    pub(crate) fn new(schema: &Schema, width: usize, limit: L) -> Self {
         Self {
             schema: Arc::new(Schema::new_with_metadata(
                 schema.fields().iter().map(plain_field).collect::<Vec<_>>(),
                 schema.metadata().clone(),
             )),
             width,
-            run_bytes,
+            limit,
             pending: Vec::new(),
             pending_bytes: 0,
             spill: None,
@@ -120,7 +140,7 @@ impl ExternalSort {
         };
         self.pending_bytes += batch.get_array_memory_size() + keys.len();
         self.pending.push((batch, keys));
-        if self.pending_bytes >= self.run_bytes {
+        if !self.limit.allow(self.pending_bytes) {
             self.spill_run()?;
         }
         Ok(())

@@ -76,45 +76,36 @@ pub(crate) async fn rewrite(
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
     let step = async {
-        let state = table
-            .snapshot()
-            .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?;
-        let snapshot = state.snapshot().clone();
-        let log_data = snapshot
-            .try_log_data()
-            .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?;
-        let mut removes = Vec::new();
-        let mut paths = Vec::new();
-        for file in log_data {
-            if file.deletion_vector_descriptor().is_none()
-                || !crate::rewrite::matches(filters, &file.partition_values_map())
-            {
-                continue;
-            }
-            paths.push(file.path().into_owned());
-            removes.push(Action::Remove(file.remove_action(false)));
-        }
+        let snapshot = crate::rewrite::planned_snapshot(uri, table)?;
+        let (paths, removes): (Vec<String>, Vec<Action>) =
+            crate::rewrite::select_files(uri, &snapshot, filters, |file, _| {
+                file.deletion_vector_descriptor().is_some().then(|| {
+                    (
+                        file.path().into_owned(),
+                        Action::Remove(file.remove_action(false)),
+                    )
+                })
+            })?
+            .into_values()
+            .flatten()
+            .unzip();
         if removes.is_empty() {
             return Ok(table.clone());
         }
-        let log_store = table.log_store();
         let _reserved = crate::budget::budget()
             .reserve(crate::decode::MEMORY_BYTES)
             .await;
-        let adds =
-            crate::decode::rewrite_files(uri, &log_store, &snapshot, paths, spec.target_size)
-                .await?;
+        let adds = crate::decode::rewrite_files(
+            uri,
+            &table.log_store(),
+            &snapshot,
+            paths,
+            spec.target_size,
+        )
+        .await?;
         let mut actions = removes;
         actions.extend(adds.into_iter().map(Action::Add));
-        let (version, _) =
-            crate::decode::commit_rewrite(uri, log_store, &snapshot, actions, spec).await?;
-        let mut after = table.clone();
-        after
-            .update_state()
-            .await
-            .map_err(|e| DeltaError::delta(uri, "reloading after the purge", e))?;
-        tracing::info!(table = uri, version, "purge committed");
-        Ok(after)
+        crate::decode::commit_and_reload(uri, table, &snapshot, actions, spec, "purge").await
     };
     cancellable(cancel, uri, spec.operation, step).await
 }

@@ -15,11 +15,12 @@
 //! Z-order keeps one commit per run, because the next Z-order is scoped by the version of the
 //! last one.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU64;
 use std::time::Duration;
 
 use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{EagerSnapshot, LogicalFileView};
 use deltalake::operations::optimize::OptimizeType;
 use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
 use serde_json::Value;
@@ -99,6 +100,42 @@ pub(crate) fn filter_sets(
                 .collect()
         })
         .collect()
+}
+
+/// The snapshot of `table` a rewrite plans and reads on.
+pub(crate) fn planned_snapshot(uri: &str, table: &DeltaTable) -> Result<EagerSnapshot, DeltaError> {
+    Ok(table
+        .snapshot()
+        .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?
+        .snapshot()
+        .clone())
+}
+
+/// The active files of `snapshot` in the partitions `filters` select, as `choose` maps them
+/// (`None` leaves a file out), grouped by partition key in key order. Every rewrite kind picks
+/// its inputs here.
+pub(crate) fn select_files<T>(
+    uri: &str,
+    snapshot: &EagerSnapshot,
+    filters: &[OwnedFilter],
+    mut choose: impl FnMut(&LogicalFileView, HashMap<String, Option<String>>) -> Option<T>,
+) -> Result<BTreeMap<String, Vec<T>>, DeltaError> {
+    let partition_columns = snapshot.metadata().partition_columns();
+    let mut partitions: BTreeMap<String, Vec<T>> = BTreeMap::new();
+    for file in snapshot
+        .try_log_data()
+        .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?
+    {
+        let values = file.partition_values_map();
+        if !matches(filters, &values) {
+            continue;
+        }
+        let key = partition_key(partition_columns, &values);
+        if let Some(chosen) = choose(&file, values) {
+            partitions.entry(key).or_default().push(chosen);
+        }
+    }
+    Ok(partitions)
 }
 
 /// Whether a file's partition values satisfy a conjunction of filters (see
