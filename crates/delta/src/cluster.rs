@@ -19,7 +19,6 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::datafile::writer::DeltaWriter;
 use deltalake::kernel::{Action, Add, EagerSnapshot};
 use deltalake::logstore::LogStoreRef;
 use deltalake::{DeltaTable, DeltaTableError};
@@ -29,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::budget::Budget;
+use crate::decode::PartitionFiles;
 use crate::error::DeltaError;
 use crate::external_sort::{ExternalSort, RunLimit, Sorted};
 use crate::rewrite::{OwnedFilter, RewriteSpec};
@@ -101,19 +101,15 @@ const WRITE_QUEUE: usize = 4;
 async fn write_sorted(
     uri: &str,
     mut sorted: Sorted,
-    mut writer: DeltaWriter,
+    mut writer: PartitionFiles,
 ) -> Result<(Vec<Add>, usize, u64), DeltaError> {
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<RecordBatch>(WRITE_QUEUE);
-    let owned_uri = uri.to_owned();
     // aborted if this future is dropped (a cancelled job): no file is written after it
     let encoder = AbortOnDropHandle::new(tokio::spawn(async move {
         while let Some(batch) = receiver.recv().await {
-            writer
-                .write(&batch)
-                .await
-                .map_err(|e| DeltaError::delta(&owned_uri, "writing z-ordered files", e))?;
+            writer.write(batch).await?;
         }
-        crate::decode::close(&owned_uri, writer).await
+        writer.close().await
     }));
     while let Some(batch) = sorted
         .next_batch()
@@ -176,8 +172,13 @@ impl PartitionTask {
         let sorted = sort
             .finish()
             .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-        let writer =
-            crate::decode::writer(&self.log_store, &self.snapshot, schema, self.target_size);
+        let writer = PartitionFiles::new(
+            uri,
+            &self.log_store,
+            &self.snapshot,
+            schema,
+            self.target_size,
+        );
         let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
         tracing::debug!(
             table = uri,

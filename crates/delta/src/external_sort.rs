@@ -17,7 +17,9 @@
 //! The work is CPU and local-disk bound and runs inline in the calling task, as deltalake's
 //! Parquet writer runs its encoding.
 
+use std::cmp::Ordering;
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -311,13 +313,37 @@ fn sort_order(pending: &[(RecordBatch, Vec<u8>)], width: usize) -> Vec<(usize, u
         .collect()
 }
 
-/// A run's current key in the merge heap: its prefix first, the rest only when prefixes tie.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A run's current key in the merge heap: its prefix first, the rest only when prefixes tie,
+/// then the run (runs hold the input in order, so equal keys keep their input order).
+#[derive(Debug, PartialEq, Eq)]
 struct HeapKey {
     prefix: u128,
     /// The key past its first 16 bytes (empty for 16-byte keys).
     rest: Vec<u8>,
     run: usize,
+}
+
+impl Ord for HeapKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| {
+                // a slice compare is a `memcmp` call even when both are empty: measured at 16%
+                // of a one-column Z-order, whose keys tie often
+                if self.rest.is_empty() && other.rest.is_empty() {
+                    Ordering::Equal
+                } else {
+                    self.rest.cmp(&other.rest)
+                }
+            })
+            .then(self.run.cmp(&other.run))
+    }
+}
+
+impl PartialOrd for HeapKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl HeapKey {
@@ -420,11 +446,13 @@ impl Merge {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
         let mut picks = Vec::with_capacity(OUTPUT_ROWS);
         while picks.len() < OUTPUT_ROWS {
-            let Some(Reverse(mut head)) = self.heap.pop() else {
+            // the smallest run's key is replaced in place: one sift instead of a pop and a push
+            let Some(mut head) = self.heap.peek_mut() else {
                 break;
             };
-            let run = head.run;
+            let run = head.0.run;
             let Some(cursor) = self.cursors[run].as_mut() else {
+                PeekMut::pop(head);
                 continue;
             };
             picks.push((cursor.held, cursor.row));
@@ -432,13 +460,13 @@ impl Merge {
             if cursor.row == cursor.rows.num_rows() {
                 if !cursor.next_batch()? {
                     self.cursors[run] = None;
+                    PeekMut::pop(head);
                     continue;
                 }
                 self.held.push(cursor.rows.clone());
                 cursor.held = self.held.len() - 1;
             }
-            head.set(cursor.keys.value(cursor.row));
-            self.heap.push(Reverse(head));
+            head.0.set(cursor.keys.value(cursor.row));
         }
         if picks.is_empty() {
             return Ok(None);
@@ -538,6 +566,37 @@ mod tests {
             .collect();
         rows.sort_by_key(|(i, _)| *i);
         rows
+    }
+
+    #[test]
+    fn equal_keys_keep_their_input_order_across_spilled_runs() {
+        // ids in input order, keyed by id % 5: every key ties with thousands of others
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let mut sort = ExternalSort::new(&schema, 8, 40_000);
+        for start in (0..20_000i64).step_by(1000) {
+            let ids: Vec<i64> = (start..start + 1000).collect();
+            let keys = ids
+                .iter()
+                .flat_map(|i| ((i % 5) as u64).to_be_bytes())
+                .collect();
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids))])
+                .unwrap();
+            sort.push(batch, keys).unwrap();
+        }
+        let mut sorted = sort.finish().unwrap();
+        assert!(sorted.runs >= 3, "{} runs", sorted.runs);
+        let mut out = Vec::new();
+        while let Some(batch) = sorted.next_batch().unwrap() {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            out.extend(ids.values().iter().copied());
+        }
+        let mut expected: Vec<i64> = (0..20_000).collect();
+        expected.sort_by_key(|i| i % 5);
+        assert_eq!(out, expected);
     }
 
     #[test]

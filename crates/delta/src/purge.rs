@@ -77,34 +77,30 @@ pub(crate) async fn rewrite(
 ) -> Result<DeltaTable, DeltaError> {
     let step = async {
         let snapshot = crate::rewrite::planned_snapshot(uri, table)?;
-        let (paths, removes): (Vec<String>, Vec<Action>) =
-            crate::rewrite::select_files(uri, &snapshot, filters, |file, _| {
-                file.deletion_vector_descriptor().is_some().then(|| {
-                    (
-                        file.path().into_owned(),
-                        Action::Remove(file.remove_action(false)),
-                    )
-                })
-            })?
-            .into_values()
-            .flatten()
-            .unzip();
-        if removes.is_empty() {
+        let partitions = crate::rewrite::select_files(uri, &snapshot, filters, |file, _| {
+            file.deletion_vector_descriptor().is_some().then(|| {
+                (
+                    file.path().into_owned(),
+                    Action::Remove(file.remove_action(false)),
+                )
+            })
+        })?;
+        if partitions.is_empty() {
             return Ok(table.clone());
         }
         let _reserved = crate::budget::budget()
             .reserve(crate::decode::MEMORY_BYTES)
             .await;
-        let adds = crate::decode::rewrite_files(
-            uri,
-            &table.log_store(),
-            &snapshot,
-            paths,
-            spec.target_size,
-        )
-        .await?;
-        let mut actions = removes;
-        actions.extend(adds.into_iter().map(Action::Add));
+        let log_store = table.log_store();
+        let mut actions = Vec::new();
+        for files in partitions.into_values() {
+            let (paths, removes): (Vec<String>, Vec<Action>) = files.into_iter().unzip();
+            let adds =
+                crate::decode::rewrite_files(uri, &log_store, &snapshot, paths, spec.target_size)
+                    .await?;
+            actions.extend(removes);
+            actions.extend(adds.into_iter().map(Action::Add));
+        }
         crate::decode::commit_and_reload(uri, table, &snapshot, actions, spec, "purge").await
     };
     cancellable(cancel, uri, spec.operation, step).await
