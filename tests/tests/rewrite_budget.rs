@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tablekeeper_delta::fixtures::read_rows_sorted;
+use tablekeeper_delta::fixtures::both_readers;
 use tablekeeper_delta::peers::{python_rows, run_python};
 use tablekeeper_tests::tablekeeper;
 
@@ -77,16 +77,12 @@ async fn partitions_larger_than_the_budget_are_compacted_and_z_ordered_within_it
     )
     .unwrap();
     let inventory = inventory.to_str().unwrap();
-    let python_before = python_rows(&uri, None).expect("python reads");
-    let rust_before = read_rows_sorted(&uri, None).await.expect("deltalake reads");
-    assert_eq!(python_before.len(), 2_600_000);
+    let before = both_readers(&uri).await.expect("both readers read it");
+    assert_eq!(before.1.len(), 2_600_000);
 
     // 13 files per partition become one each
     maintain(inventory, "compact", 26);
-    assert_eq!(
-        python_rows(&uri, None).expect("python reads"),
-        python_before
-    );
+    assert_eq!(python_rows(&uri, None).expect("python reads"), before.1);
 
     let log = maintain(inventory, "zorder", 2);
     let partitions: Vec<&str> = log
@@ -106,11 +102,7 @@ async fn partitions_larger_than_the_budget_are_compacted_and_z_ordered_within_it
         );
     }
     assert_eq!(
-        python_rows(&uri, None).expect("python reads"),
-        python_before
-    );
-    assert_eq!(
-        read_rows_sorted(&uri, None).await.expect("deltalake reads"),
-        rust_before
+        both_readers(&uri).await.expect("both readers read it"),
+        before
     );
 }

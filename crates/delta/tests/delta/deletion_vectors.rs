@@ -84,12 +84,9 @@ async fn probe(uri: &str) -> tablekeeper_delta::Probe {
 
 /// Both readers' rows of the latest version.
 async fn both_readers(uri: &str) -> (Vec<String>, Vec<String>) {
-    (
-        tablekeeper_delta::fixtures::read_rows_sorted(uri, None)
-            .await
-            .expect("deltalake reads it"),
-        python_rows(uri, None).expect("python deltalake reads it"),
-    )
+    tablekeeper_delta::fixtures::both_readers(uri)
+        .await
+        .expect("both readers read it")
 }
 
 /// The JSON actions of one commit file.

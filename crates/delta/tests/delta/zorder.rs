@@ -155,14 +155,13 @@ os._exit(0)
 
 #[tokio::test]
 async fn zorder_on_one_column_sorts_rows_across_files_and_keeps_every_row() {
-    use tablekeeper_delta::fixtures::read_rows_sorted;
-    use tablekeeper_delta::peers::{python_rows, run_python};
+    use tablekeeper_delta::fixtures::both_readers;
+    use tablekeeper_delta::peers::run_python;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("t").to_string_lossy().into_owned();
     run_python(WRITE_UNSORTED, &[&uri]).expect("python writes");
-    let python_before = python_rows(&uri, None).expect("python reads");
-    let rust_before = read_rows_sorted(&uri, None).await.expect("deltalake reads");
+    let before = both_readers(&uri).await.expect("both readers read it");
 
     let mut small_files = options(&["x"], None);
     small_files.target_file_size = 256 * 1024;
@@ -177,12 +176,8 @@ async fn zorder_on_one_column_sorts_rows_across_files_and_keeps_every_row() {
     assert!(report.files_added >= 2, "{report:?}");
     assert_eq!(report.commits.len(), 1, "{report:?}");
     assert_eq!(
-        python_rows(&uri, None).expect("python reads"),
-        python_before
-    );
-    assert_eq!(
-        read_rows_sorted(&uri, None).await.expect("deltalake reads"),
-        rust_before
+        both_readers(&uri).await.expect("both readers read it"),
+        before
     );
 
     // each file sorted (nulls first), and the files' ranges follow each other
