@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tablekeeper_delta::peers::python_rows;
+use tablekeeper_delta::fixtures::peers::python_rows;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::setup::daemon_env;
 use tablekeeper_tests::{metric_value, repo_root, run, Daemon};
@@ -50,7 +50,7 @@ async fn purge_then_vacuum_erase_soft_deleted_rows_and_the_metrics_follow() {
         &repo_root().join("crates/delta/tests/data/reference/table-with-dv-small"),
         &table,
     );
-    tablekeeper_delta::aged::writer_times(&table);
+    tablekeeper_delta::fixtures::aged::writer_times(&table);
     let uri = table.to_str().unwrap().to_owned();
     let before = python_rows(&uri, None).unwrap();
     assert_eq!(before.len(), 8, "two of ten rows are soft-deleted");

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use tablekeeper_delta::fixtures::peers::{python_rows, S3Server};
 use tablekeeper_delta::fixtures::{self, SmallFiles};
-use tablekeeper_delta::peers::{python_rows, S3Server};
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::{count, wait_until};
 use tablekeeper_tests::proxy::PgProxy;

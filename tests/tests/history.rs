@@ -52,7 +52,7 @@ async fn old_table(root: &Path) {
             .await
             .unwrap();
     }
-    tablekeeper_delta::aged::backdate(root, |v| if v >= 10 { 0 } else { (12 - v) * 3 });
+    tablekeeper_delta::fixtures::aged::backdate(root, |v| if v >= 10 { 0 } else { (12 - v) * 3 });
 }
 
 fn inventory(dir: &Path, table: &Path) -> std::path::PathBuf {

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tablekeeper_delta::fixtures::both_readers;
-use tablekeeper_delta::peers::{python_rows, run_python};
+use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_tests::tablekeeper;
 
 /// Two partitions of 1,300,000 rows each, about 75 MB of decoded rows per partition, in

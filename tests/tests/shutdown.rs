@@ -15,7 +15,7 @@ use deltalake::arrow::array::{Int64Array, RecordBatch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::protocol::SaveMode;
 use rand::Rng;
-use tablekeeper_delta::peers::S3Server;
+use tablekeeper_delta::fixtures::peers::S3Server;
 use tablekeeper_tests::Daemon;
 
 /// Commits per table, and tables: the first load of each reads a checkpoint and the commits

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use tablekeeper_delta::peers::{python, python_rows, S3Server};
+use tablekeeper_delta::fixtures::peers::{python, python_rows, S3Server};
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::{count, wait_until};
 use tablekeeper_tests::{metric_value, run, Daemon};

@@ -7,12 +7,10 @@
 //! store (that is the worker); it does check the safety gates again, because a manual
 //! trigger or a stale plan must not bypass them.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use tablekeeper_delta::{
-    CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport, PurgeOptions,
-    RepairOptions, VacuumMode, VacuumOptions, ZorderOptions, DEFAULT_STALE_WATCH,
+    stale_watch_for, CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport,
+    PurgeOptions, RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
@@ -89,13 +87,6 @@ impl Default for RunContext {
             log_cleanup: LogCleanup::Off,
         }
     }
-}
-
-/// How long after a rewrite its removed files are watched for stale writes: twice the
-/// table's VACUUM window, at least the default (a writer holding a snapshot that long finds
-/// the rewrite's inputs vacuumed; the stale write is still reported).
-pub fn stale_watch(spec: &TableSpec) -> Duration {
-    DEFAULT_STALE_WATCH.max(spec.retention.deleted_file_retention.saturating_mul(2))
 }
 
 /// Runs `op` on the table described by `spec`.
@@ -204,7 +195,7 @@ async fn run_operation(
                 allow_short_retention: spec.retention.allow_short_retention,
                 mode: ctx.vacuum_mode,
                 dry_run: ctx.dry_run,
-                stale_watch: stale_watch(spec),
+                stale_watch: stale_watch_for(spec.retention.deleted_file_retention),
             };
             tablekeeper_delta::vacuum(uri, &options, &cancel).await?
         }
@@ -226,7 +217,7 @@ async fn run_operation(
         Operation::Repair => {
             let options = RepairOptions {
                 dry_run: ctx.dry_run,
-                stale_watch: stale_watch(spec),
+                stale_watch: stale_watch_for(spec.retention.deleted_file_retention),
             };
             tablekeeper_delta::repair(uri, &options, &cancel).await?
         }

@@ -9,6 +9,8 @@ mod cli;
 mod commands;
 mod config;
 mod delta_runtime;
+mod enqueue;
+mod erasure;
 mod executor;
 mod fleet;
 mod http;

@@ -332,7 +332,7 @@ fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision
         .rows_in_files_with_deletion_vectors
         .max(deleted)
         .max(1);
-    if crate::fleet::deadline_at_risk(spec, probe, now) {
+    if crate::erasure::deadline_at_risk(spec, probe, now) {
         return Decision::Run(format!(
             "{deleted} soft-deleted row(s) must be physically gone within the erasure deadline \
              ({}): the purge must run now so VACUUM can delete the old files after the {} \

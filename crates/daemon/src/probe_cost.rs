@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tablekeeper_delta::fixtures::peers::S3Server;
 use tablekeeper_delta::fixtures::{self, SmallFiles};
-use tablekeeper_delta::peers::S3Server;
 use tablekeeper_inventory::Inventory;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_store::StoreOptions;

@@ -40,7 +40,7 @@ pub(crate) fn table(metrics: &Metrics, fleet: &Fleet, spec: &TableSpec, now: Dat
             if !spec.operation_enabled(op) {
                 continue;
             }
-            if !fleet::applies(op, state.probe.as_deref()) {
+            if !crate::erasure::applies(op, state.probe.as_deref()) {
                 metrics.hide_operation(name, op);
                 continue;
             }
@@ -69,10 +69,10 @@ pub(crate) fn all(metrics: &Metrics, fleet: &Fleet, now: DateTime<Utc>) {
 fn erasure_figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Option<ErasureFigures> {
     let figures = ErasureFigures {
         deleted_rows: probe.deleted_rows,
-        pending: fleet::erasure_pending(probe, now),
+        pending: crate::erasure::erasure_pending(probe, now),
     };
     let asked = spec.retention.erasure_deadline.is_some()
-        || fleet::uses_deletion_vectors(probe)
+        || crate::erasure::uses_deletion_vectors(probe)
         || figures != ErasureFigures::default();
     asked.then_some(figures)
 }

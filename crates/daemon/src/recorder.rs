@@ -18,7 +18,6 @@ use tracing::{info, warn};
 use crate::fleet::ProbeFailure;
 use crate::planner::{self, Need, Probed};
 use crate::runtime::Runtime;
-use crate::scheduler;
 
 /// Probes the table, publishes its gauges, and records what the probe read; the probe's
 /// result for the caller.
@@ -72,7 +71,7 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
     }
     let now = Utc::now();
     let mut due = Vec::new();
-    if crate::fleet::deadline_at_risk(spec, probe, now)
+    if crate::erasure::deadline_at_risk(spec, probe, now)
         && planner::admit(
             spec,
             Operation::Purge,
@@ -101,7 +100,7 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
         due.push(Operation::Vacuum);
     }
     for op in due {
-        match scheduler::enqueue(rt, spec, op, Trigger::Schedule, None).await {
+        match crate::enqueue::enqueue(rt, spec, op, Trigger::Schedule, None).await {
             Ok((job_id, true)) => {
                 info!(table = %spec.name, operation = %op, job_id = job_id.0, "queued to meet the erasure deadline")
             }
@@ -159,7 +158,7 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
     {
         return;
     }
-    match scheduler::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {
+    match crate::enqueue::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {
         Ok((job_id, true)) => {
             info!(table = %spec.name, job_id = job_id.0, "repair queued for a stale write")
         }

@@ -16,8 +16,8 @@ use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use tablekeeper_inventory::{Inventory, Operation, TableSpec};
-use tablekeeper_store::{JobId, NewJob, Trigger};
+use tablekeeper_inventory::{Inventory, Operation};
+use tablekeeper_store::Trigger;
 use tablekeeper_vocab::ProbeFailureKind;
 use tokio_cron_scheduler::{Job, JobScheduler};
 use tracing::{info, warn};
@@ -192,14 +192,16 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation, fired: DateTime<Utc>
     };
     let decision = planner::admit(&spec, op, probed, Need::Check { last_success }, Utc::now());
     match &decision {
-        Decision::Run(reason) => match enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
-            Ok((job_id, created)) => {
-                info!(table = %table, operation = %op, job_id = job_id.0, created, reason = %reason, "scheduled tick: maintenance needed")
+        Decision::Run(reason) => {
+            match crate::enqueue::enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
+                Ok((job_id, created)) => {
+                    info!(table = %table, operation = %op, job_id = job_id.0, created, reason = %reason, "scheduled tick: maintenance needed")
+                }
+                Err(e) => {
+                    warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue")
+                }
             }
-            Err(e) => {
-                warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue")
-            }
-        },
+        }
         Decision::Skip(reason) => {
             info!(table = %table, operation = %op, reason = %reason, "scheduled tick: nothing to do")
         }
@@ -207,34 +209,4 @@ pub async fn tick(rt: &Runtime, table: &str, op: Operation, fired: DateTime<Utc>
             warn!(table = %table, operation = %op, reason = %reason, "scheduled tick: refused")
         }
     }
-}
-
-/// Enqueues (or joins) the job for (table, operation); `tick` is the cron tick a scheduled
-/// job is for. Returns the job id and whether a new row was created.
-pub async fn enqueue(
-    rt: &Runtime,
-    spec: &TableSpec,
-    op: Operation,
-    trigger: Trigger,
-    tick: Option<chrono::DateTime<Utc>>,
-) -> Result<(JobId, bool), tablekeeper_store::StoreError> {
-    let enqueued = rt
-        .store
-        .enqueue(NewJob {
-            table_name: spec.name.clone(),
-            operation: op,
-            concurrency_key: spec.concurrency_key.clone(),
-            trigger,
-            priority: match (op, trigger) {
-                // a repair first: the table shows rows its writer removed until it runs
-                (Operation::Repair, _) => 20,
-                (_, Trigger::Manual) => 10,
-                (_, Trigger::Schedule) => 0,
-            },
-            run_at: planner::not_before(spec, op, Utc::now()),
-            max_attempts: spec.max_attempts as i32,
-            scheduled_for: tick,
-        })
-        .await?;
-    Ok((enqueued.job.id, enqueued.created))
 }

@@ -7,6 +7,14 @@
 //! It depends on no other tablekeeper crate and never reads credentials from anywhere but the
 //! environment.
 //!
+//! Layout, one folder per concern, imports flowing one way (`scripts/import-cycles.py`):
+//! `probe/` (health from the log, the damage check, the erasure ledger), `rewrite/` (the one
+//! optimize operation and its kinds), `retention/` (the window and VACUUM), `log/` (reading,
+//! integrity, checkpoints and log cleanup, history), `watch/` (stale writes and their repair),
+//! `features/` (what may be maintained), `fixtures/` (tables and peers for tests, never used by
+//! maintenance); at the root what every operation shares: `open`, `prepare`, `run`, `report`,
+//! `snapshot`, `error`.
+//!
 //! Safety rules every operation follows:
 //! - **Cancellation**: each operation races its steps against the caller's
 //!   `CancellationToken` and drops the step when the token fires. The worker cancels when it
@@ -27,64 +35,41 @@
 //! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
 //!   cross-checked against every version inside the retention window before anything is deleted.
 
-pub mod aged;
-mod bins;
-mod budget;
-mod checkpoint;
-mod cluster;
-mod compact;
-mod decode;
-mod deletion_vector;
-mod erasure;
-mod error;
-mod external_sort;
 pub mod fixtures;
-mod guard;
-mod history;
+
+mod error;
+mod features;
 mod log;
-mod log_guard;
-mod log_integrity;
-mod maintainable;
-mod merged_stats;
 mod open;
-mod optimize;
-pub mod peers;
 mod prepare;
-mod presence;
 mod probe;
-mod purge;
-mod repair;
 mod report;
 mod retention;
 mod rewrite;
 mod run;
 mod snapshot;
-mod splice;
-mod stale;
-mod vacuum;
-mod zkey;
-mod zorder;
+mod watch;
 
-pub use budget::{set_rewrite_memory_budget, DEFAULT_REWRITE_MEMORY_BUDGET};
-pub use checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
-pub use compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use error::{classify_delta_error, DeltaError, ErrorClass};
-pub use guard::verify_rewrite_commit;
-pub use history::CommitRecord;
-pub use maintainable::{check_maintainable, TableProtocol};
+pub use features::maintainable::{check_maintainable, TableProtocol};
+pub use log::checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
+pub use log::history::CommitRecord;
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
-pub use optimize::{optimize, Optimize};
-pub use probe::{
+pub use probe::prober::{
     HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
     DEFAULT_PRESENCE_EVERY,
 };
-pub use purge::PurgeOptions;
-pub use repair::{repair, PlannedFile, RepairOptions, RepairPlan};
-pub use report::{OpReport, RetentionDrift, MAX_REPORTED_PATHS};
-pub use retention::{
+pub use report::{OpReport, PlannedFile, RepairPlan, RetentionDrift, MAX_REPORTED_PATHS};
+pub use retention::vacuum::{vacuum, VacuumMode, VacuumOptions};
+pub use retention::window::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,
 };
-pub use stale::{StaleWrite, DEFAULT_STALE_WATCH};
+pub use rewrite::budget::{set_rewrite_memory_budget, DEFAULT_REWRITE_MEMORY_BUDGET};
+pub use rewrite::compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
+pub use rewrite::guard::verify_rewrite_commit;
+pub use rewrite::optimize::{optimize, Optimize};
+pub use rewrite::purge::PurgeOptions;
+pub use rewrite::zorder::{files_added_since, FilesAddedSince, ZorderOptions};
 pub use tablekeeper_vocab::Operation;
-pub use vacuum::{vacuum, VacuumMode, VacuumOptions};
-pub use zorder::{files_added_since, FilesAddedSince, ZorderOptions};
+pub use watch::repair::{repair, RepairOptions};
+pub use watch::stale::{stale_watch_for, StaleWrite, DEFAULT_STALE_WATCH};

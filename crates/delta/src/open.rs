@@ -2,7 +2,7 @@
 //!
 //! Owns uri validation, the one-time registration of deltalake's cloud storage handlers, and
 //! building every table on a [`LogKeepingStore`], so that no commit made through a table opened
-//! here can delete a log file ([`crate::log_guard`]). Only [`unguarded_log_store`] hands out the
+//! here can delete a log file ([`crate::log::guard`]). Only [`unguarded_log_store`] hands out the
 //! plain store, for the checkpoint operation's proven log cleanup.
 //! Credentials come only from the environment (or the platform identity) through deltalake's
 //! object-store configuration; this module must never take credentials as parameters or log them.
@@ -15,7 +15,7 @@ use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore};
 use url::Url;
 
 use crate::error::DeltaError;
-use crate::log_guard::LogKeepingStore;
+use crate::log::guard::LogKeepingStore;
 
 static REGISTER_HANDLERS: Once = Once::new();
 
@@ -162,6 +162,14 @@ fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {
         },
         other => DeltaError::delta(uri, "loading the table", other),
     }
+}
+
+/// The version of a loaded table; a table handed around unloaded is a bug, said plainly.
+pub(crate) fn loaded_version(uri: &str, table: &DeltaTable) -> Result<u64, DeltaError> {
+    table.version().ok_or_else(|| DeltaError::IncompleteLog {
+        table: uri.to_owned(),
+        reason: "the table was not loaded before its version was read".into(),
+    })
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@ use tablekeeper_vocab::Operation;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::maintainable::{check_maintainable, TableProtocol};
-use crate::open::open_table;
-use crate::presence::{ensure_present, explain_load_failure};
+use crate::features::maintainable::{check_maintainable, TableProtocol};
+use crate::open::{loaded_version, open_table};
+use crate::probe::presence::{ensure_present, explain_load_failure};
 use crate::run::cancellable;
 use crate::snapshot::{active_files, ActiveFile};
 
@@ -23,14 +23,6 @@ pub(crate) struct Prepared {
     pub version: u64,
     pub protocol: TableProtocol,
     pub files: Vec<ActiveFile>,
-}
-
-/// The version of a loaded table; a table handed around unloaded is a bug, said plainly.
-pub(crate) fn loaded_version(uri: &str, table: &DeltaTable) -> Result<u64, DeltaError> {
-    table.version().ok_or_else(|| DeltaError::IncompleteLog {
-        table: uri.to_owned(),
-        reason: "the table was not loaded before its version was read".into(),
-    })
 }
 
 /// Opens and checks the table at `uri` for `op`.

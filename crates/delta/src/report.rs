@@ -67,7 +67,7 @@ pub struct OpReport {
     pub skipped: Option<String>,
     /// Repair: the plan for each stale write found, and what was committed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub repairs: Vec<crate::repair::RepairPlan>,
+    pub repairs: Vec<RepairPlan>,
     /// Checkpoint: the version of the checkpoint now newest.
     pub checkpoint_version: Option<i64>,
     /// Checkpoint: expired log files deleted.
@@ -131,6 +131,36 @@ impl OpReport {
 
 fn round_millis(d: Duration) -> f64 {
     (d.as_millis() as f64) / 1000.0
+}
+
+/// One file a repair removes or adds back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedFile {
+    pub path: String,
+    pub size: u64,
+    /// Rows still visible in it (statistics minus deletion vector), when recorded.
+    pub rows: Option<u64>,
+}
+
+/// The exact repair of one stale write, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairPlan {
+    /// The stale write repaired.
+    pub stale_write: i64,
+    /// The tablekeeper rewrite commits (bins) whose work is undone, chains included.
+    pub rewrites: Vec<i64>,
+    /// Files removed: outputs of those bins still active.
+    pub remove: Vec<PlannedFile>,
+    /// Files added back unchanged: the bins' other inputs.
+    pub re_add: Vec<PlannedFile>,
+    pub rows_removed: Option<u64>,
+    pub rows_re_added: Option<u64>,
+    /// Rows that disappear: those the stale writer meant to remove.
+    pub stale_rows: Option<u64>,
+    /// Why this stale write cannot be repaired exactly (nothing is written for it).
+    pub refused: Option<String>,
+    /// The repair commit, once written.
+    pub committed_version: Option<i64>,
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{is_commit_conflict, DeltaError};
-use crate::log::{commits_after, read_commits, Commit, MARKER_KEY};
+use crate::log::read::{commits_after, read_commits, Commit, MARKER_KEY};
 use tablekeeper_vocab::Operation;
 
 /// First backoff after a conflict; doubled per retry. Commits take tens of milliseconds on

@@ -8,9 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use deltalake::DeltaTable;
 
-use crate::deletion_vector::DeletionVector;
 use crate::error::DeltaError;
-use crate::log::FileAction;
+use crate::log::deletion_vector::DeletionVector;
+use crate::log::read::FileAction;
 
 /// One active data file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use crate::dialect::Backend;
 use crate::dialect::Dialect;
 use crate::error::StoreError;
 use crate::options::StoreOptions;
 use crate::postgres::PostgresDialect;
 use crate::sqlite::SqliteDialect;
-use crate::store::{Backend, JobStore};
+use crate::store::JobStore;
 
 /// Opens the store named by `url`:
 /// `postgres://...` or `postgresql://...` → Postgres;

@@ -1,6 +1,7 @@
-//! What a database gives the store's one driver (`store.rs`): its statement texts, how it
-//! binds the driver's neutral arguments, how it turns rows into neutral records, and short
-//! transactions.
+//! What a database gives the store's one driver (`store.rs`): its statement texts (the
+//! [`Statements`] this module names and each dialect fills), how it binds the driver's neutral
+//! arguments, how it turns rows into neutral records, and short transactions. The driver
+//! depends on this module; this module never imports the driver.
 //!
 //! The driver writes every store call once against this interface; a dialect supplies SQL
 //! and type mapping only and must never decide anything about jobs (no retries, no lifecycle
@@ -14,7 +15,127 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::store::{Backend, Statements};
+
+/// Which database a store talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres",
+            Self::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// The statements the driver runs; each dialect supplies the texts. Arguments are numbered
+/// as bound (`$n` on Postgres, `?n` on SQLite); "job columns" means the columns of `jobs` in
+/// the order `Job` has them. Durations are bound as whole microseconds.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// 1 table, 2 operation, 3 key, 4 trigger, 5 priority, 6 run_at or NULL (= now),
+    /// 7 max_attempts, 8 scheduled_for or NULL. Job columns; no row when the (table,
+    /// operation) already has a queued job or the tick already has its job.
+    pub insert_queued: &'static str,
+    /// The job of one cron tick. 1 table, 2 operation, 3 scheduled_for. Job columns.
+    pub select_tick: &'static str,
+    /// A manual request joining the queued job: due no later than asked, at least as
+    /// urgent. 1 table, 2 operation, 3 run_at or NULL (= now), 4 priority. Job columns.
+    pub join_queued_manual: &'static str,
+    /// 1 table, 2 operation. Job columns of the queued job.
+    pub select_queued: &'static str,
+    /// The best due job whose key is free (locked, skipping rows other claimers hold,
+    /// where the database has row locks). 1 ids to skip. Column `id`.
+    pub claim_candidate: &'static str,
+    /// Takes the running-key slot. 1 id, 2 worker, 3 token, 4 lease. Column `attempt`.
+    pub claim_update: &'static str,
+    /// Closes attempts still open on a job being claimed. 1 job id, 2 error.
+    pub close_stray_attempts: &'static str,
+    /// Opens the attempt and stamps the job's start and lease from one clock reading.
+    /// 1 job id, 2 attempt, 3 worker, 4 token, 5 lease.
+    pub start_attempt: &'static str,
+    /// Due queued jobs whose key is held, ranked ahead of the claimed job (1 id,
+    /// 2 priority, 3 run_at; all NULL when nothing was claimed), at most 4. Columns `id`,
+    /// `table_name`, `operation`, `concurrency_key`.
+    pub key_waits: &'static str,
+    /// 1 id, 2 token, 3 lease. Column `lease_expires_at`; no row when the lease is lost.
+    pub heartbeat: &'static str,
+    /// 1 id, 2 token, 3 result (JSON). Column `id`; no row when the lease is lost.
+    pub complete: &'static str,
+    /// Did this token's attempt already succeed? 1 job id, 2 token. Column `id`.
+    pub completed_by_token: &'static str,
+    /// Closes the open attempt. 1 job id, 2 outcome, 3 error or NULL.
+    pub close_attempt: &'static str,
+    /// Locks the job if 2 (token) holds its lease. 1 id. Job columns.
+    pub lock_leased: &'static str,
+    /// Another queued job for the same (table, operation)? 1 table, 2 operation, 3 id.
+    /// Column `id`.
+    pub other_queued: &'static str,
+    /// 1 id, 2 delay, 3 attempts to give back (0 or 1), 4 error or NULL (keep).
+    /// Column `run_at`.
+    pub requeue: &'static str,
+    /// Terminal state without success. 1 id, 2 state, 3 error.
+    pub finish: &'static str,
+    /// 1 grace, 2 limit. Column `id`, oldest expiry first.
+    pub reap_candidates: &'static str,
+    /// Locks the job if its lease is still expired (skipping it when another reaper holds
+    /// it). 1 id, 2 grace. Job columns.
+    pub lock_expired: &'static str,
+    /// 1 id, 2 error. Cancels the job if queued.
+    pub cancel_queued: &'static str,
+    /// 1 id. Job columns.
+    pub get_job: &'static str,
+    /// 1 table or NULL, 2 state or NULL, 3 limit. Job columns, newest first.
+    pub list_jobs: &'static str,
+    /// 1 job id. Attempt columns, oldest first.
+    pub attempts: &'static str,
+    /// Columns `state`, `n`.
+    pub counts_by_state: &'static str,
+    /// Columns `table_name`, `operation`, `finished_at`.
+    pub last_success: &'static str,
+    /// Attempts that ended failed or conflict after the newest succeeded attempt of the
+    /// same (table, operation). Columns `table_name`, `operation`, `failures`,
+    /// `last_failed_at`, `last_error`.
+    pub failure_streaks: &'static str,
+    /// Upsert of an API pause override. 1 table, 2 paused.
+    pub set_paused: &'static str,
+    /// Columns `table_name`, `paused`.
+    pub paused_overrides: &'static str,
+    /// 1 table, 2 version, 3 timestamp, 4 operation, 5 parameters, 6 metrics, 7 engine,
+    /// 8 user, 9 blind append. A version already recorded is left as it is.
+    pub insert_commit: &'static str,
+    /// 1 table, 2 before (exclusive) or NULL, 3 limit. Commit columns, newest first.
+    pub history: &'static str,
+    /// 1 table. Columns `oldest` (recorded) and `through` (end of the run of versions
+    /// recorded without a hole from it).
+    pub recorded_range: &'static str,
+    /// 1 table. Columns `gap_from`, `gap_to`: missing versions between 0 and the newest.
+    pub history_gaps: &'static str,
+    /// 1 table … 11 repaired_by, in `StaleWriteRow` order. A known one is left as it is.
+    pub insert_stale_write: &'static str,
+    /// 1 table, 2 version, 3 rows, 4 repaired_by: fills in what was not known yet.
+    pub update_stale_write: &'static str,
+    /// 1 table or NULL for all. Stale write columns, by table then version.
+    pub stale_writes: &'static str,
+    /// 1 replica id. Marks the replica seen now.
+    pub beat_replica: &'static str,
+    /// 1 age in microseconds. Forgets replicas not seen for that long.
+    pub forget_replicas: &'static str,
+    /// 1 age in microseconds. Column `replica_id` of the replicas seen within it, by id.
+    pub live_replicas: &'static str,
+    /// 1 replica id.
+    pub leave_replica: &'static str,
+    /// 1 table, 2 replica, 3 probed_at, 4 probe JSON or NULL (keeps the stored one),
+    /// 5 error or NULL, 6 error kind or NULL. Ignored when a newer probe is stored.
+    pub record_probe: &'static str,
+    /// 1 updated after, or NULL for all; 2 a replica whose rows are left out. Probe
+    /// columns, oldest update first.
+    pub probes_since: &'static str,
+}
 
 /// A bound statement argument, in a form both databases can take. Each dialect maps it to its
 /// column types (SQLite stores times, uuids and JSON as text).
@@ -176,11 +297,11 @@ macro_rules! sqlx_dialect {
 
         #[async_trait::async_trait]
         impl $crate::dialect::Dialect for $dialect {
-            fn backend(&self) -> $crate::store::Backend {
+            fn backend(&self) -> $crate::dialect::Backend {
                 $backend
             }
 
-            fn statements(&self) -> &'static $crate::store::Statements {
+            fn statements(&self) -> &'static $crate::dialect::Statements {
                 &sql::STATEMENTS
             }
 

@@ -94,6 +94,7 @@ mod store;
 pub mod testing;
 
 pub use connect::{connect, scheme_of};
+pub use dialect::Backend;
 pub use error::StoreError;
 pub use history::{CommitRow, StaleWriteRow, MAX_HISTORY_LIMIT};
 pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
@@ -106,5 +107,5 @@ pub use postgres::MIGRATOR as POSTGRES_MIGRATOR;
 pub use probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 pub use retry::RetryPolicy;
 pub use sqlite::MIGRATOR as SQLITE_MIGRATOR;
-pub use store::{Backend, JobStore, StoreObserver, StoreOp};
+pub use store::{JobStore, StoreObserver, StoreOp};
 pub use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Operation, Trigger};

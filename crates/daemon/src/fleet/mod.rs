@@ -7,7 +7,6 @@
 
 mod cadence;
 mod drift;
-mod erasure;
 mod sharing;
 mod state;
 mod view;
@@ -20,13 +19,13 @@ use backon::Retryable as _;
 use chrono::{DateTime, SubsecRound as _, Utc};
 use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
+use tablekeeper_store::ProbeRow;
 use tablekeeper_vocab::ProbeFailureKind;
 
 use cadence::Seen;
 
 pub(crate) use cadence::{Clock, ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
-pub(crate) use erasure::{applies, deadline_at_risk, erasure_pending, uses_deletion_vectors};
 pub(crate) use sharing::REPLICA_TTL;
 pub(crate) use state::{last_success, staleness, TableState};
 pub(crate) use view::{Health, Rank, TableView};
@@ -212,7 +211,7 @@ impl Fleet {
     /// shows health `unknown`.
     pub(crate) async fn probe(&self, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
         let options = ProbeOptions {
-            stale_watch: crate::executor::stale_watch(spec),
+            stale_watch: tablekeeper_delta::stale_watch_for(spec.retention.deleted_file_retention),
             now: Some(self.clock.now().into_std()),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
@@ -268,6 +267,19 @@ impl Fleet {
                 Err(failure)
             }
         }
+    }
+
+    /// Records the live replicas the job store just confirmed; says whether the set changed.
+    pub(crate) fn set_peers(&self, me: &str, live: Vec<String>) -> bool {
+        let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
+        peers.confirm(me, live, self.clock.now() + REPLICA_TTL)
+    }
+
+    /// Takes in the probes other replicas stored (`sharing::apply_shared`); returns how many
+    /// were applied.
+    pub(crate) fn apply_shared(&self, rows: &[ProbeRow], now: DateTime<Utc>) -> usize {
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        sharing::apply_shared(&mut tables, rows, now, self.clock.now(), self.intervals)
     }
 
     /// The tables this replica probes whose next probe is due (every table before its

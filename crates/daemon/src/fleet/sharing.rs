@@ -13,6 +13,7 @@
 //! wait before they count it dead) probes every table itself: requests go up while the
 //! store is unreachable, the figures stay its own and current.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +23,8 @@ use tablekeeper_store::ProbeRow;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::cadence::Seen;
-use super::Fleet;
+use super::cadence::{ProbeIntervals, Seen};
+use super::state::TableState;
 
 /// A replica that has not beaten for this long is not live: the others take its tables.
 pub(crate) const REPLICA_TTL: Duration = Duration::from_secs(20);
@@ -65,62 +66,66 @@ fn score(replica: &str, table: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&key)
 }
 
-impl Fleet {
-    /// Records the live replicas the job store just confirmed; says whether the set changed.
-    pub(crate) fn set_peers(&self, me: &str, live: Vec<String>) -> bool {
-        let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
-        let changed = peers.live != live || peers.trusted_until.is_none();
-        *peers = Peers {
+impl Peers {
+    /// Records the live replicas the job store just confirmed, trusted until `trusted_until`;
+    /// says whether the set changed.
+    pub(super) fn confirm(&mut self, me: &str, live: Vec<String>, trusted_until: Instant) -> bool {
+        let changed = self.live != live || self.trusted_until.is_none();
+        *self = Peers {
             me: me.to_owned(),
             live,
-            trusted_until: Some(self.clock.now() + REPLICA_TTL),
+            trusted_until: Some(trusted_until),
         };
         changed
     }
+}
 
-    /// Takes in probes other replicas stored: each one newer than what this replica knows
-    /// of its table replaces it, as if this replica had run it (figures, error, and the
-    /// table's probing rhythm, so a table that moves here is probed when it is due, not at
-    /// once). Returns how many were applied.
-    pub(crate) fn apply_shared(&self, rows: &[ProbeRow], now: DateTime<Utc>) -> usize {
-        let clock = self.clock.now();
-        let mut applied = 0;
-        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
-        for row in rows {
-            let Some(state) = tables.get_mut(&row.table_name) else {
-                continue;
-            };
-            if state.probed_at.is_some_and(|at| at >= row.probed_at) {
-                continue;
-            }
-            let probe = match row.probe.clone().map(serde_json::from_value::<Probe>) {
-                Some(Ok(probe)) => Some(probe),
-                Some(Err(e)) => {
-                    // a newer release's probe this one cannot read: its own probes go on
-                    warn!(table = %row.table_name, replica = %row.replica_id, error = %e, "cannot read a probe another replica stored; ignoring it");
-                    continue;
-                }
-                None => None,
-            };
-            let seen = match (&state.probe, &probe) {
-                (Some(old), Some(new)) if old.version == new.version && row.error.is_none() => {
-                    Seen::Unchanged
-                }
-                _ => Seen::Moved,
-            };
-            let age = (now - row.probed_at).to_std().unwrap_or_default();
-            let probed = clock.checked_sub(age).unwrap_or(clock);
-            state.cadence = state.cadence.after_probe(seen, probed, self.intervals);
-            if let Some(probe) = probe {
-                state.probe = Some(Arc::new(probe));
-            }
-            state.probe_error.clone_from(&row.error);
-            state.probe_error_kind = row.error_kind;
-            state.probed_at = Some(row.probed_at);
-            applied += 1;
+/// Takes in probes other replicas stored: each one newer than what this replica knows of its
+/// table replaces it, as if this replica had run it (figures, error, and the table's probing
+/// rhythm, so a table that moves here is probed when it is due, not at once). `clock` is the
+/// probe clock's now. Returns how many were applied.
+pub(super) fn apply_shared(
+    tables: &mut BTreeMap<String, TableState>,
+    rows: &[ProbeRow],
+    now: DateTime<Utc>,
+    clock: Instant,
+    intervals: ProbeIntervals,
+) -> usize {
+    let mut applied = 0;
+    for row in rows {
+        let Some(state) = tables.get_mut(&row.table_name) else {
+            continue;
+        };
+        if state.probed_at.is_some_and(|at| at >= row.probed_at) {
+            continue;
         }
-        applied
+        let probe = match row.probe.clone().map(serde_json::from_value::<Probe>) {
+            Some(Ok(probe)) => Some(probe),
+            Some(Err(e)) => {
+                // a newer release's probe this one cannot read: its own probes go on
+                warn!(table = %row.table_name, replica = %row.replica_id, error = %e, "cannot read a probe another replica stored; ignoring it");
+                continue;
+            }
+            None => None,
+        };
+        let seen = match (&state.probe, &probe) {
+            (Some(old), Some(new)) if old.version == new.version && row.error.is_none() => {
+                Seen::Unchanged
+            }
+            _ => Seen::Moved,
+        };
+        let age = (now - row.probed_at).to_std().unwrap_or_default();
+        let probed = clock.checked_sub(age).unwrap_or(clock);
+        state.cadence = state.cadence.after_probe(seen, probed, intervals);
+        if let Some(probe) = probe {
+            state.probe = Some(Arc::new(probe));
+        }
+        state.probe_error.clone_from(&row.error);
+        state.probe_error_kind = row.error_kind;
+        state.probed_at = Some(row.probed_at);
+        applied += 1;
     }
+    applied
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_vocab::ProbeFailureKind;
 
 use super::drift::{drift, Drift};
-use super::erasure::{erasure, ErasureView};
 use super::state::{last_success, staleness, TableState};
+use crate::erasure::{erasure, ErasureView};
 use crate::planner::{self, Decision, Need, Probed};
 
 /// Overall health of a table, worst first.
@@ -226,7 +226,7 @@ fn operation_views(
             OperationView {
                 operation: op,
                 enabled,
-                applies: super::erasure::applies(op, state.probe.as_deref()),
+                applies: crate::erasure::applies(op, state.probe.as_deref()),
                 schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
                     .filter(|_| enabled && next_runs == NextRuns::Computed)

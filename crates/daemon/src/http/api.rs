@@ -19,7 +19,6 @@ use super::error::ApiError;
 use crate::fleet::TableView;
 use crate::planner::{self, Decision, Need, Probed};
 use crate::runtime::Runtime;
-use crate::scheduler;
 
 /// Most jobs one `/api/v1/jobs` call returns; larger requests are clamped.
 const MAX_JOBS_LIMIT: i64 = 1000;
@@ -200,7 +199,7 @@ pub async fn trigger_job(
             "refused for table `{name}`: {reason}"
         )));
     }
-    let (job_id, created) = scheduler::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
+    let (job_id, created) = crate::enqueue::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
     tracing::info!(table = %name, operation = %op, job_id = job_id.0, created, "manual trigger accepted");
     let job = rt
         .store

@@ -1,6 +1,7 @@
 //! Every Prometheus metric tablekeeper exports, defined and registered in one place, and
 //! written only through the typed methods below: counters and fleet-wide gauges in a
-//! prometheus registry, the per-table state gauges as compact rows (`table_gauges.rs`).
+//! prometheus registry, the per-table state gauges as compact rows (`table_gauges.rs`), fed
+//! the plain figures of `figures.rs`.
 //!
 //! Names, types and labels are a public contract (DESIGN.md "Metrics"): alert rules and
 //! dashboards depend on them. Label values come only from the inventory (`table`, `owner`)
@@ -8,6 +9,7 @@
 //! error strings or job ids, so series counts stay bounded by the fleet size. This module
 //! knows nothing of the fleet's state: the publisher (`publish.rs`) hands it plain figures.
 
+mod figures;
 mod table_gauges;
 
 use std::collections::BTreeMap;
@@ -23,6 +25,7 @@ use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
 use tablekeeper_vocab::{AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind};
 
+pub(crate) use figures::{ErasureFigures, OperationFigures, TableFigures};
 use table_gauges::TableGauges;
 
 /// Job-duration buckets in seconds: maintenance runs from sub-second checkpoints on small
@@ -35,37 +38,6 @@ const DURATION_BUCKETS: &[f64] = &[
 /// Store-call buckets in seconds: statements take milliseconds; the top buckets catch a
 /// database that stalls up to the 30 s call timeout.
 const STORE_CALL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
-
-/// A table's size figures, from its latest probe (the log only, no data read).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct TableFigures {
-    pub files: u64,
-    pub size_bytes: u64,
-    pub small_files: u64,
-    pub version: i64,
-    pub commits_since_checkpoint: u64,
-    pub commits_per_hour: u64,
-    /// Exported for tables where erasure is a question (see `publish::erasure_figures`).
-    pub erasure: Option<ErasureFigures>,
-}
-
-/// What storage still holds of deleted rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ErasureFigures {
-    /// Rows deletion vectors mark deleted inside active files.
-    pub deleted_rows: u64,
-    /// Age of the oldest deletion whose rows storage still holds; zero when none.
-    pub pending: Duration,
-}
-
-/// The state of one scheduled operation on a table, as the gauges show it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct OperationFigures {
-    pub last_success: Option<DateTime<Utc>>,
-    pub staleness: Option<chrono::Duration>,
-    /// Failed attempts since the last success, fleet-wide.
-    pub consecutive_failures: i64,
-}
 
 /// The registry and handles of all tablekeeper metrics.
 #[derive(Debug, Clone)]

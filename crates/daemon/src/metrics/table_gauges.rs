@@ -17,7 +17,7 @@ use prometheus::proto::{Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
 use tablekeeper_vocab::{DriftKind, Operation};
 
-use super::{OperationFigures, TableFigures};
+use super::figures::{OperationFigures, TableFigures};
 
 /// What one table exports, as the setters left it.
 #[derive(Debug, Default)]

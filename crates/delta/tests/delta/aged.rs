@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub use tablekeeper_delta::aged::{backdate, log_contents, writer_times};
+pub use tablekeeper_delta::fixtures::aged::{backdate, log_contents, writer_times};
 
 /// A copy of the reference table `name` (tests/data/reference, written by Spark, Databricks
 /// and others) in a temp dir, with its writers' times.

@@ -4,8 +4,8 @@
 //! inputs' own, and every statistic in its `add` bounds the file's actual values exactly as the
 //! inputs' did). The fallback to decoding is checked for each condition that forbids copying.
 
+use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_delta::fixtures::read_rows_sorted;
-use tablekeeper_delta::peers::{python_rows, run_python};
 use tablekeeper_delta::{optimize, CompactOptions, Optimize};
 use tokio_util::sync::CancellationToken;
 

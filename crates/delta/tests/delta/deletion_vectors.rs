@@ -10,8 +10,8 @@ use std::time::Duration;
 use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::kernel::{Action, Add};
 use deltalake::protocol::DeltaOperation;
+use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_delta::fixtures::{delete_with_deletion_vectors, ids_in_parquet_files};
-use tablekeeper_delta::peers::{python_rows, run_python};
 use tablekeeper_delta::{
     checkpoint, optimize, vacuum, verify_rewrite_commit, CheckpointOptions, CompactOptions,
     DeltaError, LogCleanup, OpReport, Optimize, ProbeOptions, Prober, PurgeOptions, VacuumMode,

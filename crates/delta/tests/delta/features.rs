@@ -114,7 +114,7 @@ async fn reference_tables_are_maintained_or_refused_naming_the_feature() {
         let dir = reference_table(name);
         let uri = dir.path().to_str().expect("utf-8").to_owned();
         let rust_before = tablekeeper_delta::fixtures::read_rows_sorted(&uri, None).await;
-        let python_before = tablekeeper_delta::peers::python_rows(&uri, None);
+        let python_before = tablekeeper_delta::fixtures::peers::python_rows(&uri, None);
         let log_before = log_contents(dir.path());
         for (op, result) in every_operation(&uri).await {
             match result {
@@ -151,7 +151,7 @@ async fn reference_tables_are_maintained_or_refused_naming_the_feature() {
         }
         if let Ok(rows) = python_before {
             assert_eq!(
-                tablekeeper_delta::peers::python_rows(&uri, None).expect("python"),
+                tablekeeper_delta::fixtures::peers::python_rows(&uri, None).expect("python"),
                 rows,
                 "{name}: rows (python deltalake)"
             );

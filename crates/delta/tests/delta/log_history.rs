@@ -128,7 +128,8 @@ async fn no_operation_deletes_a_log_file_a_long_retention_keeps() {
     let before = log_contents(t.path());
     let latest_before = t.version().await;
     let rows_before = t.rows().await;
-    let python_before = tablekeeper_delta::peers::python_rows(&t.uri, None).expect("python");
+    let python_before =
+        tablekeeper_delta::fixtures::peers::python_rows(&t.uri, None).expect("python");
 
     maintain_everything(&t.uri, Some("event_type")).await;
 
@@ -147,11 +148,12 @@ async fn no_operation_deletes_a_log_file_a_long_retention_keeps() {
     assert_eq!(t.rows_at(latest_before).await, rows_before);
     assert_eq!(t.rows().await, rows_before);
     assert_eq!(
-        tablekeeper_delta::peers::python_rows(&t.uri, None).expect("python"),
+        tablekeeper_delta::fixtures::peers::python_rows(&t.uri, None).expect("python"),
         python_before
     );
     assert_eq!(
-        tablekeeper_delta::peers::python_rows(&t.uri, Some(0)).expect("python reads version 0"),
+        tablekeeper_delta::fixtures::peers::python_rows(&t.uri, Some(0))
+            .expect("python reads version 0"),
         Vec::<String>::new()
     );
 }
@@ -167,7 +169,7 @@ async fn reference_tables_keep_their_whole_log_through_every_operation() {
         let dir = reference_table(name);
         let uri = dir.path().to_str().expect("utf-8").to_owned();
         let before = log_contents(dir.path());
-        let python_before = tablekeeper_delta::peers::python_rows(&uri, None)
+        let python_before = tablekeeper_delta::fixtures::peers::python_rows(&uri, None)
             .unwrap_or_else(|e| panic!("{name}: python reads it: {e}"));
         let rust_before = tablekeeper_delta::fixtures::read_rows_sorted(&uri, None)
             .await
@@ -205,7 +207,7 @@ async fn reference_tables_keep_their_whole_log_through_every_operation() {
             "{name}: rows (deltalake)"
         );
         assert_eq!(
-            tablekeeper_delta::peers::python_rows(&uri, None).expect("python"),
+            tablekeeper_delta::fixtures::peers::python_rows(&uri, None).expect("python"),
             python_before,
             "{name}: rows (python deltalake)"
         );

@@ -59,7 +59,7 @@ fn ids(rows: &[Row]) -> Vec<i64> {
 
 /// The table's ids as python deltalake reads them.
 fn python_ids(t: &TestTable) -> Vec<i64> {
-    let lines = tablekeeper_delta::peers::python_rows(&t.uri, None)
+    let lines = tablekeeper_delta::fixtures::peers::python_rows(&t.uri, None)
         .expect("python deltalake reads the table");
     let mut ids: Vec<i64> = lines
         .iter()

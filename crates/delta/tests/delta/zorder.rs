@@ -156,7 +156,7 @@ os._exit(0)
 #[tokio::test]
 async fn zorder_on_one_column_sorts_rows_across_files_and_keeps_every_row() {
     use tablekeeper_delta::fixtures::both_readers;
-    use tablekeeper_delta::peers::run_python;
+    use tablekeeper_delta::fixtures::peers::run_python;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("t").to_string_lossy().into_owned();

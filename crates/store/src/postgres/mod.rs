@@ -15,10 +15,10 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{Column, Postgres, Row, TypeInfo, ValueRef};
 
+use crate::dialect::Backend;
 use crate::dialect::{Arg, Record, Value};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
-use crate::store::Backend;
 
 /// The migrations in `migrations/postgres`, embedded at compile time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

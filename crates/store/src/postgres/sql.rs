@@ -1,8 +1,8 @@
 //! The Postgres texts of the driver's statements (their arguments and columns are documented
 //! on [`Statements`]). Times come from `clock_timestamp()`; durations arrive as microseconds.
 
+use crate::dialect::Statements;
 use crate::dialect::{returning_job, select_jobs};
-use crate::store::Statements;
 
 pub(super) const STATEMENTS: Statements = Statements {
     insert_queued: returning_job!(

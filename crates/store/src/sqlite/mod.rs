@@ -22,10 +22,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{Column, Row, Sqlite, TypeInfo, ValueRef};
 
+use crate::dialect::Backend;
 use crate::dialect::{Arg, Record, Value};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
-use crate::store::Backend;
 
 /// The migrations in `migrations/sqlite`, embedded at compile time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");

@@ -7,8 +7,8 @@
 //! Statements run under SQLite's one write lock (the driver's transactions are `BEGIN
 //! IMMEDIATE`), so a claim cannot race another and the candidate needs no row lock.
 
+use crate::dialect::Statements;
 use crate::dialect::{returning_job, select_jobs};
-use crate::store::Statements;
 
 pub(super) const STATEMENTS: Statements = Statements {
     insert_queued: returning_job!(

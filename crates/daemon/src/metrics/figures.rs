@@ -1,0 +1,38 @@
+//! The plain figures the publisher hands the metrics for one table: a leaf that both the
+//! setters (`mod.rs`) and the compact rows (`table_gauges.rs`) read, so neither imports the
+//! other for them.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// A table's size figures, from its latest probe (the log only, no data read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TableFigures {
+    pub files: u64,
+    pub size_bytes: u64,
+    pub small_files: u64,
+    pub version: i64,
+    pub commits_since_checkpoint: u64,
+    pub commits_per_hour: u64,
+    /// Exported for tables where erasure is a question (see `publish::erasure_figures`).
+    pub erasure: Option<ErasureFigures>,
+}
+
+/// What storage still holds of deleted rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ErasureFigures {
+    /// Rows deletion vectors mark deleted inside active files.
+    pub deleted_rows: u64,
+    /// Age of the oldest deletion whose rows storage still holds; zero when none.
+    pub pending: Duration,
+}
+
+/// The state of one scheduled operation on a table, as the gauges show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct OperationFigures {
+    pub last_success: Option<DateTime<Utc>>,
+    pub staleness: Option<chrono::Duration>,
+    /// Failed attempts since the last success, fleet-wide.
+    pub consecutive_failures: i64,
+}

@@ -1,0 +1,320 @@
+//! Which tables this crate may touch, and for what.
+//!
+//! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
+//! refusal rules: a table whose protocol needs a feature deltalake 1.1.2 cannot rewrite safely
+//! is refused for compaction, Z-order and vacuum with a clear error and never touched.
+//! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
+//! scan and every rewrite commit passes the row check of [`crate::rewrite::guard`]; VACUUM protects the
+//! deletion-vector files of every version inside the retention window itself
+//! ([`crate::retention::vacuum`]), whatever deltalake lists. This module must never inspect data files:
+//! the log is enough.
+
+use std::collections::{BTreeSet, HashMap};
+
+use deltalake::DeltaTable;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::DeltaError;
+use tablekeeper_vocab::Operation;
+
+/// Reader features deltalake-core 1.1.3 can read, mirrored from
+/// `kernel/transaction/protocol.rs` (`INSTANCE`, built with the `datafusion` feature).
+const SUPPORTED_READER_FEATURES: &[&str] = &[
+    "timestampNtz",
+    "deletionVectors",
+    "variantType",
+    "variantType-preview",
+    "v2Checkpoint",
+    "columnMapping",
+];
+
+/// Writer features deltalake-core 1.1.3 can write, mirrored from the same `INSTANCE`.
+const SUPPORTED_WRITER_FEATURES: &[&str] = &[
+    "appendOnly",
+    "timestampNtz",
+    "variantType",
+    "variantType-preview",
+    "v2Checkpoint",
+    "changeDataFeed",
+    "invariants",
+    "checkConstraints",
+    "generatedColumns",
+    "columnMapping",
+    "deletionVectors",
+    "checkpointProtection",
+];
+
+/// Highest protocol versions the Delta kernel in deltalake 1.1.x understands.
+const MAX_READER_VERSION: i32 = 3;
+const MAX_WRITER_VERSION: i32 = 7;
+
+/// The protocol facts of a table, as recorded in its log.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableProtocol {
+    /// The table uri.
+    pub table: String,
+    pub min_reader_version: i32,
+    pub min_writer_version: i32,
+    /// Explicit reader features (reader version 3).
+    pub reader_features: Vec<String>,
+    /// Explicit writer features (writer version 7).
+    pub writer_features: Vec<String>,
+    /// The table's configuration (`delta.*` properties and others).
+    pub properties: HashMap<String, String>,
+    pub partition_columns: Vec<String>,
+}
+
+impl TableProtocol {
+    /// Reads the protocol facts of a loaded table.
+    pub fn of(uri: &str, table: &DeltaTable) -> Result<TableProtocol, DeltaError> {
+        let state = table
+            .snapshot()
+            .map_err(|err| DeltaError::delta(uri, "reading the table protocol", err))?;
+        // Protocol's feature enum is internal to the kernel; its serde form is the log's own.
+        let protocol =
+            serde_json::to_value(state.protocol()).map_err(|err| DeltaError::IncompleteLog {
+                table: uri.to_owned(),
+                reason: format!("protocol action does not serialize: {err}"),
+            })?;
+        let features = |key: &str| -> Vec<String> {
+            protocol
+                .get(key)
+                .and_then(Value::as_array)
+                .map(|arr| {
+                    arr.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let version = |key: &str| -> i32 {
+            protocol
+                .get(key)
+                .and_then(Value::as_i64)
+                .and_then(|v| i32::try_from(v).ok())
+                .unwrap_or(i32::MAX)
+        };
+        let metadata = state.metadata();
+        Ok(TableProtocol {
+            table: uri.to_owned(),
+            min_reader_version: version("minReaderVersion"),
+            min_writer_version: version("minWriterVersion"),
+            reader_features: features("readerFeatures"),
+            writer_features: features("writerFeatures"),
+            properties: metadata.configuration().clone(),
+            partition_columns: metadata.partition_columns().to_vec(),
+        })
+    }
+
+    /// True when the table may hold deletion vectors.
+    pub fn deletion_vectors_enabled(&self) -> bool {
+        self.reader_features.iter().any(|f| f == "deletionVectors")
+            || self.writer_features.iter().any(|f| f == "deletionVectors")
+            || self
+                .properties
+                .get("delta.enableDeletionVectors")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// Reader features in force, including those implied by a legacy reader version.
+    fn effective_reader_features(&self) -> BTreeSet<String> {
+        let mut set: BTreeSet<String> = self.reader_features.iter().cloned().collect();
+        if self.min_reader_version == 2 {
+            set.insert("columnMapping".into());
+        }
+        set
+    }
+
+    /// Writer features in force, including those implied by a legacy writer version
+    /// (protocol table "Writer Version Requirements").
+    fn effective_writer_features(&self) -> BTreeSet<String> {
+        let mut set: BTreeSet<String> = self.writer_features.iter().cloned().collect();
+        let implied: &[&str] = match self.min_writer_version {
+            2 => &["appendOnly", "invariants"],
+            3 => &["appendOnly", "invariants", "checkConstraints"],
+            4 => &[
+                "appendOnly",
+                "invariants",
+                "checkConstraints",
+                "changeDataFeed",
+                "generatedColumns",
+            ],
+            5 => &[
+                "appendOnly",
+                "invariants",
+                "checkConstraints",
+                "changeDataFeed",
+                "generatedColumns",
+                "columnMapping",
+            ],
+            6 => &[
+                "appendOnly",
+                "invariants",
+                "checkConstraints",
+                "changeDataFeed",
+                "generatedColumns",
+                "columnMapping",
+                "identityColumns",
+            ],
+            _ => &[],
+        };
+        set.extend(implied.iter().map(|f| (*f).to_owned()));
+        set
+    }
+
+    fn column_mapping_enabled(&self) -> bool {
+        self.properties
+            .get("delta.columnMapping.mode")
+            .is_some_and(|mode| !mode.eq_ignore_ascii_case("none"))
+    }
+}
+
+/// Refuses `op` on a table this crate cannot maintain safely; `Ok(())` means go ahead.
+///
+/// - every op: protocol versions above reader 3 / writer 7, or reader features deltalake cannot
+///   read;
+/// - compaction, Z-order, purge, vacuum: writer features deltalake cannot write;
+/// - compaction, Z-order, purge: column mapping (deltalake 1.1.x refuses to rewrite such
+///   tables).
+pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
+    let refuse = |features: Vec<String>, reason: String| DeltaError::UnsupportedProtocol {
+        table: protocol.table.clone(),
+        operation: op,
+        features,
+        reason,
+    };
+    if protocol.min_reader_version > MAX_READER_VERSION
+        || protocol.min_writer_version > MAX_WRITER_VERSION
+    {
+        return Err(refuse(
+            Vec::new(),
+            format!(
+                "protocol reader {} / writer {} is newer than deltalake 1.1.2 understands",
+                protocol.min_reader_version, protocol.min_writer_version
+            ),
+        ));
+    }
+    let unknown_readers: Vec<String> = protocol
+        .effective_reader_features()
+        .into_iter()
+        .filter(|f| !SUPPORTED_READER_FEATURES.contains(&f.as_str()))
+        .collect();
+    if !unknown_readers.is_empty() {
+        return Err(refuse(
+            unknown_readers,
+            "the table needs reader features deltalake 1.1.2 does not support".into(),
+        ));
+    }
+    if op == Operation::Checkpoint {
+        return Ok(());
+    }
+    let unknown_writers: Vec<String> = protocol
+        .effective_writer_features()
+        .into_iter()
+        .filter(|f| !SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
+        .collect();
+    if !unknown_writers.is_empty() {
+        return Err(refuse(
+            unknown_writers,
+            "the table needs writer features deltalake 1.1.2 does not support".into(),
+        ));
+    }
+    let rewrites = op.rewrites();
+    if rewrites && protocol.column_mapping_enabled() {
+        return Err(refuse(
+            vec!["columnMapping".into()],
+            "deltalake 1.1.2 cannot rewrite files of column-mapped tables".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn protocol(
+        reader: i32,
+        writer: i32,
+        rf: &[&str],
+        wf: &[&str],
+        props: &[(&str, &str)],
+    ) -> TableProtocol {
+        TableProtocol {
+            table: "s3://lake/t".into(),
+            min_reader_version: reader,
+            min_writer_version: writer,
+            reader_features: rf.iter().map(|s| (*s).to_owned()).collect(),
+            writer_features: wf.iter().map(|s| (*s).to_owned()).collect(),
+            properties: props
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            partition_columns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn plain_tables_are_maintainable() {
+        let p = protocol(1, 2, &[], &[], &[]);
+        for op in [
+            Operation::Compact,
+            Operation::Zorder,
+            Operation::Vacuum,
+            Operation::Checkpoint,
+        ] {
+            assert!(check_maintainable(&p, op).is_ok(), "{op}");
+        }
+        let p = protocol(
+            3,
+            7,
+            &["timestampNtz"],
+            &["timestampNtz", "appendOnly"],
+            &[],
+        );
+        assert!(check_maintainable(&p, Operation::Compact).is_ok());
+    }
+
+    #[test]
+    fn deletion_vectors_are_maintained_by_every_operation() {
+        for p in [
+            protocol(3, 7, &["deletionVectors"], &["deletionVectors"], &[]),
+            protocol(1, 2, &[], &[], &[("delta.enableDeletionVectors", "true")]),
+        ] {
+            for op in Operation::ALL {
+                assert!(check_maintainable(&p, op).is_ok(), "{op}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_features_are_refused() {
+        let p = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
+        let err = check_maintainable(&p, Operation::Compact).expect_err("refused");
+        match err {
+            DeltaError::UnsupportedProtocol { features, .. } => {
+                assert_eq!(
+                    features,
+                    vec!["domainMetadata".to_owned(), "rowTracking".to_owned()]
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // identity columns come with legacy writer version 6
+        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Vacuum).is_err());
+        // an unreadable table is refused even for checkpoints
+        let p = protocol(3, 7, &["futureFeature"], &[], &[]);
+        assert!(check_maintainable(&p, Operation::Checkpoint).is_err());
+        assert!(check_maintainable(&protocol(4, 7, &[], &[], &[]), Operation::Checkpoint).is_err());
+    }
+
+    #[test]
+    fn column_mapping_blocks_rewrites_only() {
+        let p = protocol(2, 5, &[], &[], &[("delta.columnMapping.mode", "name")]);
+        assert!(check_maintainable(&p, Operation::Compact).is_err());
+        assert!(check_maintainable(&p, Operation::Zorder).is_err());
+        assert!(check_maintainable(&p, Operation::Vacuum).is_ok());
+    }
+}

@@ -1,0 +1,7 @@
+//! Table features: which protocols and features tablekeeper may maintain, for which operations,
+//! and why it refuses the rest ([`maintainable`]). The writer rules of each feature a rewrite or
+//! commit must follow belong here beside them.
+//!
+//! This module only declares; the items live in the files.
+
+pub(crate) mod maintainable;

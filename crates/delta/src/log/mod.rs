@@ -1,0 +1,16 @@
+//! The transaction log, read and kept: reading it directly ([`read`]: listings, commits,
+//! partition keys, `_last_checkpoint`), the deletion vectors its actions name
+//! ([`deletion_vector`]), which versions load and what cleanup may delete ([`integrity`]), the
+//! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
+//! does delete log files, after writing a checkpoint ([`checkpoint`]), and the commit history
+//! that outlives the log ([`history`]).
+//!
+//! This module only declares; the items live in the files.
+
+pub(crate) mod checkpoint;
+pub(crate) mod deletion_vector;
+pub(crate) mod guard;
+pub(crate) mod history;
+pub(crate) mod integrity;
+pub(crate) mod path;
+pub(crate) mod read;

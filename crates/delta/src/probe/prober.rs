@@ -1,0 +1,784 @@
+//! Probing a table's health from its log alone.
+//!
+//! Owns [`Prober`], which keeps probed tables loaded so a re-probe only applies the new
+//! commits (deltalake's incremental snapshot update) and reads only the new commit files for
+//! history. A probe never opens a data file. Loaded snapshots are capped
+//! ([`Prober::with_loaded_snapshots`]): past the cap, the tables with the fewest active files
+//! (the cheapest to load again) are unloaded and reopened at their next probe; what the
+//! history told us so far is kept for every table, so their history reads stay incremental.
+//!
+//! History (`created_at`, `last_*_at`, `commits_per_hour`) comes from the JSON commits still on
+//! disk: log cleanup (`delta.logRetentionDuration`, 30 days by default) erases older ones, so
+//! a table whose last OPTIMIZE is older than its log retention reports `last_optimize_at: null`
+//! after a restart. Persist what staleness needs in the job store.
+//!
+//! Every commit the prober reads also feeds the stale-write watch ([`crate::watch::stale`]) and the
+//! list of full overwrites by other writers, and becomes a [`CommitRecord`] waiting in
+//! [`Prober::take_history`] for the caller to persist (`table_commits`), so history outlives
+//! the log at no extra request.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use deltalake::DeltaTable;
+use serde::{Deserialize, Serialize};
+
+use crate::error::DeltaError;
+use crate::features::maintainable::TableProtocol;
+use crate::log::history::CommitRecord;
+use crate::log::read::{commits_since, last_checkpoint, LastCheckpoint};
+use crate::log::read::{list_log, partition_key, read_commits, Commit};
+use crate::open::open_table;
+use crate::probe::erasure::ErasureLedger;
+use crate::probe::presence::explain_load_failure;
+use crate::rewrite::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
+use crate::rewrite::zorder::{files_added_since, FilesAddedSince};
+use crate::snapshot::{active_files, ActiveFile};
+use crate::watch::stale::{count_stale_rows, StaleWatch, StaleWrite, DEFAULT_STALE_WATCH};
+
+/// One hour, the window of `commits_per_hour`.
+const HOUR_MS: i64 = 3_600_000;
+
+/// How often a probe lists the table to re-check that every active file exists while the
+/// table's version moves ([`ProbeOptions::presence_every`]); files added in between are
+/// checked at the probe that first sees them.
+pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(3600);
+
+/// A probe that finds more files added since the last listing than this lists the table
+/// again instead of asking for each one.
+const MAX_FILES_ASKED_FOR: usize = 100;
+
+/// How often it re-checks a table whose version has not moved since the last check
+/// ([`ProbeOptions::presence_idle_every`]).
+pub const DEFAULT_PRESENCE_IDLE_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// What counts as a small file, and how often files are checked for presence.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeOptions {
+    /// The table's target file size, in bytes.
+    pub target_file_size: u64,
+    /// A file is small when under `small_file_factor × target_file_size`
+    /// (default [`DEFAULT_SMALL_FILE_FACTOR`], 0.75).
+    pub small_file_factor: f64,
+    /// A probe lists the table's files to find active files missing from storage (the
+    /// damage check) on the first probe, then at most this often while the table is
+    /// intact, and on every probe while it is damaged. The listing costs one LIST request
+    /// per 1,000 objects, so it is not repeated on every probe of a large table: in between,
+    /// each probe asks for the files added since the last check (one HEAD each, up to
+    /// [`MAX_FILES_ASKED_FOR`]). Every maintenance operation runs the full check itself
+    /// before it changes anything.
+    pub presence_every: Duration,
+    /// The same for a table whose version has not moved since its last check (default
+    /// [`DEFAULT_PRESENCE_IDLE_EVERY`]): only someone deleting files by hand or a bucket
+    /// lifecycle rule can damage it, so an idle table's probe stays one small LIST of its
+    /// log and the listing comes a few times a day.
+    pub presence_idle_every: Duration,
+    /// How long after a tablekeeper rewrite its removed files are watched for stale writes,
+    /// and how far back full overwrites by other writers are listed
+    /// (default [`DEFAULT_STALE_WATCH`]).
+    pub stale_watch: Duration,
+    /// Now, for the presence schedule; `None` reads the system clock (tests inject one).
+    pub now: Option<Instant>,
+}
+
+impl ProbeOptions {
+    /// Options for `target_file_size` with the default small-file factor.
+    pub fn for_target(target_file_size: u64) -> Self {
+        ProbeOptions {
+            target_file_size,
+            small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+            presence_every: DEFAULT_PRESENCE_EVERY,
+            presence_idle_every: DEFAULT_PRESENCE_IDLE_EVERY,
+            stale_watch: DEFAULT_STALE_WATCH,
+            now: None,
+        }
+    }
+}
+
+/// A full overwrite by another writer (see [`crate::watch::stale`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverwriteCommit {
+    pub version: i64,
+    pub committed_at: Option<DateTime<Utc>>,
+    pub operation: Option<String>,
+    pub engine_info: Option<String>,
+}
+
+/// At most this many recent overwrites are listed in a probe (the newest).
+const LISTED_OVERWRITES: usize = 10;
+
+/// Commits read since the last [`Prober::take_history`], for `table_commits`.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryBatch {
+    /// Records in version order.
+    pub commits: Vec<CommitRecord>,
+}
+
+/// A table's state as read from its log.
+/// `Deserialize` lets callers keep probes (and tests build them) as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Probe {
+    /// The table uri.
+    pub table: String,
+    /// Latest version.
+    pub version: i64,
+    pub probed_at: DateTime<Utc>,
+    /// Timestamp of commit 0, or of the oldest commit still on disk (see `history_from_version`).
+    pub created_at: Option<DateTime<Utc>>,
+    /// Oldest JSON commit still on disk; history fields cover only what follows it.
+    pub history_from_version: Option<i64>,
+    pub last_commit_at: Option<DateTime<Utc>>,
+    /// Active data files.
+    pub files: u64,
+    pub size_bytes: u64,
+    /// Files under `small_file_threshold_bytes`.
+    pub small_files: u64,
+    pub small_file_threshold_bytes: u64,
+    /// Small files per partition key (`col=value[/col=value]`, `""` when unpartitioned).
+    pub small_files_by_partition: BTreeMap<String, u64>,
+    /// Commits after the newest checkpoint (all commits when there is none).
+    pub commits_since_checkpoint: u64,
+    pub last_checkpoint_version: Option<i64>,
+    /// When `_last_checkpoint` was last written.
+    pub last_checkpoint_at: Option<DateTime<Utc>>,
+    /// Commits whose timestamp falls in the hour before the probe.
+    pub commits_per_hour: u64,
+    /// Newest OPTIMIZE (compaction or Z-order), by anyone.
+    pub last_optimize_at: Option<DateTime<Utc>>,
+    /// Newest OPTIMIZE with a non-empty `operationParameters.zOrderBy`.
+    pub last_zorder_at: Option<DateTime<Utc>>,
+    /// Its version: pass it as `ZorderOptions::since_version`.
+    pub last_zorder_version: Option<i64>,
+    /// Newest `VACUUM START` or `VACUUM END`.
+    pub last_vacuum_at: Option<DateTime<Utc>>,
+    pub properties: HashMap<String, String>,
+    pub min_reader_version: i32,
+    pub min_writer_version: i32,
+    pub reader_features: Vec<String>,
+    pub writer_features: Vec<String>,
+    pub partition_columns: Vec<String>,
+    pub deletion_vectors_enabled: bool,
+    /// Stale writes found in the watch window: pending ones until repaired, repaired ones
+    /// until the window passes (see [`crate::watch::stale`]).
+    #[serde(default)]
+    pub stale_writes: Vec<StaleWrite>,
+    /// Full overwrites by other writers inside the watch window, newest first (at most 10).
+    #[serde(default)]
+    pub recent_overwrites: Vec<OverwriteCommit>,
+    /// Active files carrying a deletion vector.
+    #[serde(default)]
+    pub files_with_deletion_vectors: u64,
+    /// Rows those files hold (their statistics' `numRecords`), deleted ones included.
+    #[serde(default)]
+    pub rows_in_files_with_deletion_vectors: u64,
+    /// Rows marked deleted by deletion vectors but still inside active files.
+    #[serde(default)]
+    pub deleted_rows: u64,
+    /// Time of the oldest deletion whose rows storage still holds (see [`crate::probe::erasure`]);
+    /// `None` when every deleted row is physically gone.
+    #[serde(default)]
+    pub erasure_pending_since: Option<DateTime<Utc>>,
+    /// The version of that deletion, when its commit is still on disk.
+    #[serde(default)]
+    pub erasure_pending_version: Option<i64>,
+    /// When the last file holding deleted rows left the table (a purge, or a copy-on-write
+    /// delete): VACUUM may delete every such file once this is older than the retention.
+    #[serde(default)]
+    pub erasure_last_removal_at: Option<DateTime<Utc>>,
+}
+
+impl Probe {
+    /// Stale writes not repaired yet.
+    pub fn pending_stale_writes(&self) -> impl Iterator<Item = &StaleWrite> {
+        self.stale_writes.iter().filter(|w| w.pending())
+    }
+
+    /// The protocol facts, for [`crate::check_maintainable`].
+    pub fn protocol(&self) -> TableProtocol {
+        TableProtocol {
+            table: self.table.clone(),
+            min_reader_version: self.min_reader_version,
+            min_writer_version: self.min_writer_version,
+            reader_features: self.reader_features.clone(),
+            writer_features: self.writer_features.clone(),
+            properties: self.properties.clone(),
+            partition_columns: self.partition_columns.clone(),
+        }
+    }
+}
+
+/// Facts accumulated from the commits read so far.
+#[derive(Debug)]
+struct History {
+    /// Highest version whose commit has been read.
+    scanned_to: Option<u64>,
+    first: Option<(u64, i64)>,
+    last_commit: Option<(u64, i64)>,
+    /// (version, timestamp) of commits in the last hour, oldest first.
+    recent: VecDeque<(u64, i64)>,
+    last_optimize: Option<(u64, i64)>,
+    last_zorder: Option<(u64, i64)>,
+    last_vacuum: Option<(u64, i64)>,
+    stale: StaleWatch,
+    /// Stale writes whose rows were counted (or could not be).
+    stale_counted: std::collections::BTreeSet<i64>,
+    /// Full overwrites by other writers inside the watch window, oldest first.
+    overwrites: VecDeque<OverwriteCommit>,
+    watch_ms: i64,
+    /// Records not yet taken by [`Prober::take_history`].
+    unrecorded: Vec<CommitRecord>,
+    erasure: ErasureLedger,
+}
+
+fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
+    if slot.is_none_or(|(v, _)| version > v) {
+        *slot = Some((version, ts));
+    }
+}
+
+impl History {
+    fn new(watch: Duration) -> Self {
+        History {
+            scanned_to: None,
+            first: None,
+            last_commit: None,
+            recent: VecDeque::new(),
+            last_optimize: None,
+            last_zorder: None,
+            last_vacuum: None,
+            stale: StaleWatch::new(watch),
+            stale_counted: Default::default(),
+            overwrites: VecDeque::new(),
+            watch_ms: i64::try_from(watch.as_millis()).unwrap_or(i64::MAX),
+            unrecorded: Vec::new(),
+            erasure: ErasureLedger::default(),
+        }
+    }
+
+    fn absorb(&mut self, commit: &Commit) {
+        let version = commit.version;
+        if let Some(record) = CommitRecord::of(commit) {
+            self.unrecorded.push(record);
+        }
+        let Some(ts) = commit.committed_ms() else {
+            return;
+        };
+        if self.first.is_none_or(|(v, _)| version < v) {
+            self.first = Some((version, ts));
+        }
+        newer(&mut self.last_commit, version, ts);
+        self.recent.push_back((version, ts));
+        match commit.operation() {
+            Some("OPTIMIZE") => {
+                newer(&mut self.last_optimize, version, ts);
+                if commit.is_zorder() {
+                    newer(&mut self.last_zorder, version, ts);
+                }
+            }
+            Some("VACUUM START" | "VACUUM END") => newer(&mut self.last_vacuum, version, ts),
+            _ => {}
+        }
+        self.stale.absorb(commit, ts);
+        self.erasure.absorb(commit, ts);
+        if commit.is_full_overwrite() {
+            self.overwrites.push_back(OverwriteCommit {
+                version: to_i64(version),
+                committed_at: millis_to_time(ts),
+                operation: commit.operation().map(str::to_owned),
+                engine_info: commit
+                    .info("engineInfo")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+            });
+        }
+        self.scanned_to = Some(self.scanned_to.map_or(version, |s| s.max(version)));
+    }
+
+    /// Drops commits older than an hour before `now_ms` and counts the rest.
+    fn commits_in_last_hour(&mut self, now_ms: i64) -> u64 {
+        self.recent.retain(|(_, ts)| *ts > now_ms - HOUR_MS);
+        self.recent.len() as u64
+    }
+
+    /// Forgets stale-write and overwrite facts older than the watch window.
+    fn prune(&mut self, now_ms: i64) {
+        self.stale.prune();
+        let horizon = now_ms.saturating_sub(self.watch_ms);
+        self.overwrites.retain(|o| {
+            o.committed_at
+                .is_some_and(|t| t.timestamp_millis() >= horizon)
+        });
+    }
+}
+
+/// A table, loaded or not, and what its history told us so far.
+#[derive(Debug)]
+struct Tracked {
+    /// `None` once unloaded to stay under the cap; reopened at the next probe.
+    table: Option<DeltaTable>,
+    history: History,
+    /// When the last damage check (a listing) found every file present, and at which version.
+    presence_ok_at: Option<(Instant, u64)>,
+    /// Data files added by the commits read since then, not yet seen in storage.
+    unverified: HashSet<String>,
+    /// `_last_checkpoint` as read at a version: re-read only when the version moves, so an
+    /// idle table's probe is the one LIST of its log that finds nothing new.
+    checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
+}
+
+/// How many tables a [`Prober`] keeps loaded by default.
+pub const DEFAULT_LOADED_SNAPSHOTS: usize = 500;
+
+/// Probes tables from their logs, keeping up to a cap of them loaded between probes.
+#[derive(Debug)]
+pub struct Prober {
+    tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Tracked>>>>>,
+    /// The tables whose snapshot is loaded, with their active file count (the cost of
+    /// loading them again).
+    loaded: Mutex<HashMap<String, u64>>,
+    max_loaded: usize,
+}
+
+impl Default for Prober {
+    fn default() -> Self {
+        Prober::with_loaded_snapshots(DEFAULT_LOADED_SNAPSHOTS)
+    }
+}
+
+fn millis_to_time(ms: i64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Prober {
+    /// A prober holding no tables yet, keeping up to [`DEFAULT_LOADED_SNAPSHOTS`] loaded.
+    pub fn new() -> Self {
+        Prober::default()
+    }
+
+    /// A prober that keeps at most `max_loaded` tables loaded between probes (at least one).
+    pub fn with_loaded_snapshots(max_loaded: usize) -> Self {
+        Prober {
+            tables: Mutex::default(),
+            loaded: Mutex::default(),
+            max_loaded: max_loaded.max(1),
+        }
+    }
+
+    /// Forgets a table (e.g. removed from the inventory).
+    pub fn forget(&self, uri: &str) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.remove(uri);
+        }
+        self.loaded_lock().remove(uri);
+    }
+
+    /// How many tables are loaded now.
+    pub fn loaded_snapshots(&self) -> usize {
+        self.loaded_lock().len()
+    }
+
+    fn loaded_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        // poisoned only if a holder panicked between two map operations: still consistent
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts `uri` as loaded with `files` active files and, past the cap, unloads the
+    /// loaded table with the fewest files (ties by name), which may be `uri` itself. A table
+    /// busy in a probe of its own is skipped: it counts itself again when that probe ends.
+    fn keep_under_cap(&self, uri: &str, tracked: &mut Tracked, files: u64) {
+        let victim = {
+            let mut loaded = self.loaded_lock();
+            loaded.insert(uri.to_owned(), files);
+            if loaded.len() <= self.max_loaded {
+                return;
+            }
+            let Some(victim) = loaded
+                .iter()
+                .min_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)))
+                .map(|(name, _)| name.clone())
+            else {
+                return;
+            };
+            loaded.remove(&victim);
+            victim
+        };
+        if victim == uri {
+            tracked.table = None;
+            return;
+        }
+        let slot = self
+            .tables
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&victim)
+            .cloned();
+        if let Some(slot) = slot {
+            if let Ok(mut guard) = slot.try_lock() {
+                if let Some(other) = guard.as_mut() {
+                    other.table = None;
+                }
+            }
+        }
+    }
+
+    fn slot(&self, uri: &str) -> Arc<tokio::sync::Mutex<Option<Tracked>>> {
+        // a poisoned lock only means another probe panicked mid-insert; the map is still usable
+        let mut tables = self
+            .tables
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        tables.entry(uri.to_owned()).or_default().clone()
+    }
+
+    /// Probes the table at `uri` from its log; re-probes read only the commits since the last.
+    pub async fn probe(&self, uri: &str, options: &ProbeOptions) -> Result<Probe, DeltaError> {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        let tracked = match guard.take() {
+            Some(mut tracked) => {
+                match tracked.table.as_mut() {
+                    Some(table) => {
+                        if let Err(err) = refresh(table, uri).await {
+                            *guard = Some(tracked);
+                            return Err(explain_load_failure(uri, err).await);
+                        }
+                    }
+                    None => match open_table(uri).await {
+                        Ok(table) => tracked.table = Some(table),
+                        Err(err) => {
+                            *guard = Some(tracked);
+                            return Err(explain_load_failure(uri, err).await);
+                        }
+                    },
+                }
+                tracked
+            }
+            None => match open_table(uri).await {
+                Ok(table) => Tracked {
+                    table: Some(table),
+                    history: History::new(options.stale_watch),
+                    presence_ok_at: None,
+                    unverified: HashSet::new(),
+                    checkpoint_at: None,
+                },
+                Err(err) => return Err(explain_load_failure(uri, err).await),
+            },
+        };
+        let tracked = guard.insert(tracked);
+        let result = probe_tracked(uri, tracked, options).await;
+        // a failed probe keeps the table loaded (it is retried soon), counted as before
+        let files = match &result {
+            Ok(probe) => probe.files,
+            Err(_) => self.loaded_lock().get(uri).copied().unwrap_or(0),
+        };
+        self.keep_under_cap(uri, tracked, files);
+        result
+    }
+
+    /// Forgets what the next probe of `uri` would take as unchanged while the version has
+    /// not moved (the checkpoint hint): call it after a maintenance operation that changes
+    /// the log without a new version (a checkpoint).
+    pub async fn expire_cached_reads(&self, uri: &str) {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        if let Some(tracked) = guard.as_mut() {
+            tracked.checkpoint_at = None;
+        }
+    }
+
+    /// Takes the commit records read since the last call, for the caller to persist. A caller
+    /// that fails to persist them hands them back with [`Prober::return_history`].
+    pub async fn take_history(&self, uri: &str) -> HistoryBatch {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        match guard.as_mut() {
+            Some(tracked) => HistoryBatch {
+                commits: std::mem::take(&mut tracked.history.unrecorded),
+            },
+            None => HistoryBatch::default(),
+        }
+    }
+
+    /// Gives back records [`Prober::take_history`] handed out and the caller could not persist;
+    /// the next take returns them again, before newer ones.
+    pub async fn return_history(&self, uri: &str, batch: HistoryBatch) {
+        let slot = self.slot(uri);
+        let mut guard = slot.lock().await;
+        if let Some(tracked) = guard.as_mut() {
+            let newer = std::mem::take(&mut tracked.history.unrecorded);
+            tracked.history.unrecorded = batch.commits;
+            tracked.history.unrecorded.extend(newer);
+        }
+    }
+
+    /// Data files added after `since_version` (for Z-order scoping), from the tracked table.
+    pub async fn files_added_since(
+        &self,
+        uri: &str,
+        since_version: i64,
+    ) -> Result<FilesAddedSince, DeltaError> {
+        let slot = self.slot(uri);
+        let guard = slot.lock().await;
+        match guard.as_ref() {
+            Some(Tracked {
+                table: Some(table), ..
+            }) => files_added_since(table, uri, since_version).await,
+            _ => {
+                drop(guard);
+                let table = open_table(uri).await?;
+                files_added_since(&table, uri, since_version).await
+            }
+        }
+    }
+}
+
+/// Brings a loaded table up to its latest version. One LIST of the log past the loaded
+/// version first: when it finds no new commit (an idle table) that is the whole cost, where
+/// deltalake's own update would also read `_last_checkpoint`.
+async fn refresh(table: &mut DeltaTable, uri: &str) -> Result<(), DeltaError> {
+    let version = crate::open::loaded_version(uri, table)?;
+    if !crate::log::read::has_commit_after(table.object_store().as_ref(), uri, version).await? {
+        return Ok(());
+    }
+    table
+        .update_state()
+        .await
+        .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))
+}
+
+async fn probe_tracked(
+    uri: &str,
+    tracked: &mut Tracked,
+    options: &ProbeOptions,
+) -> Result<Probe, DeltaError> {
+    let probed_at = Utc::now();
+    let table = tracked
+        .table
+        .as_ref()
+        .ok_or_else(|| DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason: "the table was not loaded before its probe".into(),
+        })?;
+    let version = crate::open::loaded_version(uri, table)?;
+    let protocol = TableProtocol::of(uri, table)?;
+
+    let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
+    let files = active_files(table, uri).await?;
+    let mut small_files_by_partition = BTreeMap::new();
+    let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
+    let (mut dv_files, mut dv_rows, mut deleted_rows) = (0u64, 0u64, 0u64);
+    for file in &files {
+        count += 1;
+        size += file.size;
+        if let Some(dv) = &file.deletion_vector {
+            dv_files += 1;
+            dv_rows += file.num_records.unwrap_or(dv.cardinality);
+            deleted_rows += dv.cardinality;
+        }
+        if file.size < threshold {
+            small += 1;
+            *small_files_by_partition
+                .entry(partition_key(
+                    &protocol.partition_columns,
+                    &file.partition_values,
+                ))
+                .or_insert(0u64) += 1;
+        }
+    }
+    let log_store = table.log_store();
+    let mut history_from = None;
+    match tracked.history.scanned_to {
+        None => {
+            let listing = list_log(table.object_store().as_ref(), uri).await?;
+            let versions: Vec<u64> = listing.commits.range(..=version).map(|(v, _)| *v).collect();
+            history_from = versions.first().copied();
+            for (_, commit) in read_commits(log_store.as_ref(), uri, versions).await? {
+                if let Some(commit) = commit {
+                    tracked.history.absorb(&commit);
+                }
+            }
+        }
+        Some(scanned) if scanned < version => {
+            for (_, commit) in read_commits(log_store.as_ref(), uri, scanned + 1..=version).await? {
+                if let Some(commit) = commit {
+                    tracked.history.absorb(&commit);
+                    if tracked.presence_ok_at.is_some() {
+                        tracked
+                            .unverified
+                            .extend(commit.adds.into_iter().map(|add| add.path));
+                    }
+                }
+            }
+        }
+        Some(_) => {}
+    }
+    // the damage check: a listing when due, else a HEAD of each file added since the last
+    let now = options.now.unwrap_or_else(Instant::now);
+    let listing_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
+        let every = if checked == version {
+            options.presence_idle_every
+        } else {
+            options.presence_every
+        };
+        now.saturating_duration_since(at) >= every
+    });
+    let added: Vec<&ActiveFile> = if listing_due || tracked.unverified.is_empty() {
+        Vec::new()
+    } else {
+        files
+            .iter()
+            .filter(|f| tracked.unverified.contains(&f.path))
+            .collect()
+    };
+    if listing_due || added.len() > MAX_FILES_ASKED_FOR {
+        tracked.presence_ok_at = None;
+        // the slow, thorough pass: the damage check lists the table, and the checkpoint
+        // hint is read again even if the version did not move
+        tracked.checkpoint_at = None;
+        crate::probe::presence::ensure_present(table, uri, &files).await?;
+        tracked.presence_ok_at = Some((now, version));
+    } else if !added.is_empty() {
+        if let Err(err) =
+            crate::probe::presence::ensure_files_present(table, uri, &added, files.len()).await
+        {
+            // damaged: the next probes list the table until it reads again
+            tracked.presence_ok_at = None;
+            return Err(err);
+        }
+    }
+    tracked.unverified.clear();
+
+    let history = &mut tracked.history;
+    let erasure = history.erasure.summary(&files);
+    drop(files);
+    history.prune(probed_at.timestamp_millis());
+    count_new_stale_rows(uri, history).await;
+    history_from = history_from.or(history.first.map(|(v, _)| v));
+    let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
+
+    let checkpoint = match tracked.checkpoint_at {
+        Some((at, checkpoint)) if at == version => checkpoint,
+        _ => {
+            let checkpoint = last_checkpoint(table.object_store().as_ref(), uri).await?;
+            tracked.checkpoint_at = Some((version, checkpoint));
+            checkpoint
+        }
+    };
+    let at = |slot: Option<(u64, i64)>| slot.and_then(|(_, ts)| millis_to_time(ts));
+    Ok(Probe {
+        table: uri.to_owned(),
+        version: to_i64(version),
+        probed_at,
+        created_at: at(history.first),
+        history_from_version: history_from.map(to_i64),
+        last_commit_at: at(history.last_commit),
+        files: count,
+        size_bytes: size,
+        small_files: small,
+        small_file_threshold_bytes: threshold,
+        small_files_by_partition,
+        commits_since_checkpoint: commits_since(version, checkpoint),
+        last_checkpoint_version: checkpoint.map(|cp| to_i64(cp.version)),
+        last_checkpoint_at: checkpoint.and_then(|cp| millis_to_time(cp.written_at_ms)),
+        commits_per_hour,
+        last_optimize_at: at(history.last_optimize),
+        last_zorder_at: at(history.last_zorder),
+        last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
+        last_vacuum_at: at(history.last_vacuum),
+        deletion_vectors_enabled: protocol.deletion_vectors_enabled(),
+        properties: protocol.properties,
+        min_reader_version: protocol.min_reader_version,
+        min_writer_version: protocol.min_writer_version,
+        reader_features: protocol.reader_features,
+        writer_features: protocol.writer_features,
+        partition_columns: protocol.partition_columns,
+        stale_writes: history.stale.summaries(),
+        recent_overwrites: history
+            .overwrites
+            .iter()
+            .rev()
+            .take(LISTED_OVERWRITES)
+            .cloned()
+            .collect(),
+        files_with_deletion_vectors: dv_files,
+        rows_in_files_with_deletion_vectors: dv_rows,
+        deleted_rows,
+        erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
+        erasure_pending_version: erasure.pending_version.map(to_i64),
+        erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
+    })
+}
+
+/// Counts the rows of stale writes found since the last probe (they are rare: loading the
+/// versions before their rewrites is affordable). A failure leaves `rows` unknown.
+async fn count_new_stale_rows(uri: &str, history: &mut History) {
+    let uncounted: Vec<u64> = history
+        .stale
+        .detections()
+        .filter(|d| !history.stale_counted.contains(&d.summary.version))
+        .filter_map(|d| u64::try_from(d.summary.version).ok())
+        .collect();
+    for version in uncounted {
+        let Some(detection) = history.stale.detection_mut(version) else {
+            continue;
+        };
+        match count_stale_rows(uri, detection).await {
+            Ok(rows) => detection.summary.rows = rows,
+            Err(err) => {
+                tracing::warn!(table = uri, version, error = %err, "cannot count the rows of a stale write")
+            }
+        }
+        history.stale_counted.insert(detection.summary.version);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(version: u64, ts: i64, info: &str) -> Commit {
+        let text = format!(r#"{{"commitInfo":{{"timestamp":{ts},{info}}}}}"#);
+        Commit::parse(version, text.as_bytes()).expect("parses")
+    }
+
+    #[test]
+    fn history_tracks_the_newest_of_each_kind() {
+        let mut h = History::new(DEFAULT_STALE_WATCH);
+        h.absorb(&commit(0, 1_000, r#""operation":"CREATE TABLE""#));
+        h.absorb(&commit(1, 2_000, r#""operation":"OPTIMIZE""#));
+        h.absorb(&commit(
+            2,
+            3_000,
+            r#""operation":"OPTIMIZE","operationParameters":{"zOrderBy":"[\"k\"]"}"#,
+        ));
+        h.absorb(&commit(3, 4_000, r#""operation":"VACUUM START""#));
+        h.absorb(&commit(4, 5_000, r#""operation":"VACUUM END""#));
+        assert_eq!(h.first, Some((0, 1_000)));
+        assert_eq!(h.last_commit, Some((4, 5_000)));
+        assert_eq!(h.last_optimize, Some((2, 3_000)));
+        assert_eq!(h.last_zorder, Some((2, 3_000)));
+        assert_eq!(h.last_vacuum, Some((4, 5_000)));
+        assert_eq!(h.scanned_to, Some(4));
+        assert_eq!(h.unrecorded.len(), 5);
+        assert_eq!(h.unrecorded[2].version, 2);
+    }
+
+    #[test]
+    fn commits_per_hour_counts_only_the_last_hour() {
+        let mut h = History::new(DEFAULT_STALE_WATCH);
+        let now = 10 * HOUR_MS;
+        h.absorb(&commit(0, now - 2 * HOUR_MS, r#""operation":"WRITE""#));
+        h.absorb(&commit(1, now - HOUR_MS / 2, r#""operation":"WRITE""#));
+        h.absorb(&commit(2, now - 1, r#""operation":"WRITE""#));
+        assert_eq!(h.commits_in_last_hour(now), 2);
+        assert_eq!(h.recent.len(), 2);
+    }
+}

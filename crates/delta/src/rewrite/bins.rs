@@ -1,0 +1,396 @@
+//! Compaction of the partitions one filter set selects: bin-packing their small files and
+//! rewriting each bin as one commit, by copying column chunks when the bin qualifies
+//! ([`crate::rewrite::splice`]) and by decoding otherwise ([`crate::rewrite::decode`]).
+//!
+//! Owns the bins and what runs them. Bins are packed as deltalake's OPTIMIZE packs them: per
+//! partition, the small files in log order, contiguous, up to the target size; a bin of one file
+//! is left alone. Each bin commits on its own (removes and adds, `dataChange: false`, the run's
+//! marker) so the log says which inputs became which outputs, and the rewrite guard checks
+//! every commit afterwards ([`crate::rewrite::execute::record_commits`]). Bins run in parallel up to the
+//! cores, and only while their estimated memory fits in the replica's rewrite budget
+//! ([`crate::rewrite::budget`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake::kernel::{Action, Add, EagerSnapshot};
+use deltalake::logstore::LogStoreRef;
+use deltalake::{DeltaTable, ObjectStore, Path};
+use futures::{StreamExt, TryStreamExt};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::DeltaError;
+use crate::rewrite::decode::{commit_rewrite, rewrite_files};
+use crate::rewrite::merged_stats::{self, Naming};
+use crate::rewrite::plan::RewriteSpec;
+use crate::rewrite::select::OwnedFilter;
+use crate::rewrite::splice::{self, Input};
+use crate::run::cancellable;
+
+/// Footers read at once while deciding how a bin is rewritten.
+const FOOTERS_AT_ONCE: usize = 16;
+
+/// What a copied bin holds in memory besides its largest column chunk: a fetch span, the
+/// upload's parts in flight and the one being filled.
+const COPY_OVERHEAD_BYTES: u64 = splice::FETCH_SPAN_BYTES + 4 * 5 * 1024 * 1024;
+
+/// One small file of a bin, as the log describes it.
+#[derive(Debug, Clone)]
+struct BinFile {
+    path: String,
+    object_path: Path,
+    size: u64,
+    stats: Option<String>,
+    has_deletion_vector: bool,
+    partition_values: HashMap<String, Option<String>>,
+    remove: Action,
+}
+
+/// A bin: small files of one partition, in log order.
+#[derive(Debug)]
+struct Bin {
+    partition: String,
+    files: Vec<BinFile>,
+}
+
+impl Bin {
+    fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Packs files (already in log order) into bins of at most `target` bytes; bins of one file are
+/// dropped, as rewriting a file alone compacts nothing.
+fn pack(partition: &str, files: Vec<BinFile>, target: u64) -> Vec<Bin> {
+    let mut bins: Vec<Bin> = Vec::new();
+    let mut current: Vec<BinFile> = Vec::new();
+    let mut bytes = 0u64;
+    for file in files {
+        if !current.is_empty() && bytes + file.size > target {
+            bins.push(Bin {
+                partition: partition.to_owned(),
+                files: std::mem::take(&mut current),
+            });
+            bytes = 0;
+        }
+        bytes += file.size;
+        current.push(file);
+    }
+    if !current.is_empty() {
+        bins.push(Bin {
+            partition: partition.to_owned(),
+            files: current,
+        });
+    }
+    bins.retain(|bin| bin.files.len() > 1);
+    bins
+}
+
+/// Compacts the small files (under `small_below` bytes) of the partitions `filters` select,
+/// from `table`'s snapshot. Returns the table refreshed after the bins' commits, or `None` when
+/// no bin can be copied (each holds a file smaller than [`splice::MIN_COPY_ROW_GROUP_BYTES`],
+/// so a row group under it): the caller then runs deltalake's OPTIMIZE, which decodes a whole
+/// filter set faster than one scan per bin does.
+pub(crate) async fn compact(
+    uri: &str,
+    table: &DeltaTable,
+    spec: &RewriteSpec,
+    small_below: u64,
+    filters: &[OwnedFilter],
+    cancel: &CancellationToken,
+) -> Result<Option<DeltaTable>, DeltaError> {
+    let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
+    let by_partition =
+        crate::rewrite::select::select_files(uri, &snapshot, filters, |file, values| {
+            let size = u64::try_from(file.size()).unwrap_or(u64::MAX);
+            (size < small_below).then(|| BinFile {
+                path: file.path().into_owned(),
+                object_path: file.object_store_path(),
+                partition_values: values,
+                size,
+                stats: file.stats(),
+                has_deletion_vector: file.deletion_vector_descriptor().is_some(),
+                remove: Action::Remove(file.remove_action(false)),
+            })
+        })?;
+    let target = spec.target_size.get();
+    let bins: Vec<Bin> = by_partition
+        .into_iter()
+        .flat_map(|(partition, files)| pack(&partition, files, target))
+        .collect();
+    if bins.is_empty() {
+        return Ok(Some(table.clone()));
+    }
+    let copyable = |bin: &Bin| {
+        bin.files
+            .iter()
+            .all(|f| f.size >= splice::MIN_COPY_ROW_GROUP_BYTES && !f.has_deletion_vector)
+    };
+    if !bins.iter().any(copyable) {
+        return Ok(None);
+    }
+    let context = Arc::new(BinContext::new(uri, table, snapshot, spec));
+    let parallel = std::thread::available_parallelism().map_or(1, usize::from);
+    // collected first: a stream over a closure's futures is not provably `Send` here
+    let runs: Vec<_> = bins
+        .into_iter()
+        .map(|bin| {
+            let context = Arc::clone(&context);
+            async move { context.run(bin).await }
+        })
+        .collect();
+    let runs = futures::stream::iter(runs)
+        .buffer_unordered(parallel)
+        .try_collect::<Vec<()>>();
+    cancellable(cancel, uri, spec.operation, runs).await?;
+    let mut after = table.clone();
+    after
+        .update_state()
+        .await
+        .map_err(|e| DeltaError::delta(uri, "reloading after the compaction", e))?;
+    Ok(Some(after))
+}
+
+/// What every bin of one run shares.
+struct BinContext {
+    uri: String,
+    log_store: LogStoreRef,
+    store: Arc<dyn ObjectStore>,
+    /// The snapshot the bins were planned and are read on.
+    snapshot: EagerSnapshot,
+    /// The snapshot after the last bin committed: the next commit's base.
+    committed: tokio::sync::Mutex<EagerSnapshot>,
+    spec: RewriteSpec,
+    naming: Naming,
+}
+
+impl BinContext {
+    fn new(uri: &str, table: &DeltaTable, snapshot: EagerSnapshot, spec: &RewriteSpec) -> Self {
+        let log_store = table.log_store();
+        let naming = match snapshot
+            .metadata()
+            .configuration()
+            .get("delta.columnMapping.mode")
+            .map(String::as_str)
+        {
+            None | Some("none") => Naming::Logical,
+            Some(_) => Naming::Physical,
+        };
+        BinContext {
+            uri: uri.to_owned(),
+            store: log_store.object_store(None),
+            log_store,
+            committed: tokio::sync::Mutex::new(snapshot.clone()),
+            snapshot,
+            spec: spec.clone(),
+            naming,
+        }
+    }
+
+    /// Rewrites and commits one bin, holding its share of the memory budget while it runs.
+    async fn run(&self, bin: Bin) -> Result<(), DeltaError> {
+        let uri = self.uri.as_str();
+        let decision = self.decide(&bin).await?;
+        let estimate = match &decision {
+            Rewrite::Copy { inputs, .. } => {
+                let largest_chunk = inputs
+                    .iter()
+                    .flat_map(|i| i.metadata.row_groups().iter().flat_map(|rg| rg.columns()))
+                    .map(|c| u64::try_from(c.compressed_size()).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                COPY_OVERHEAD_BYTES + largest_chunk
+            }
+            Rewrite::Decode(_) => crate::rewrite::decode::MEMORY_BYTES,
+        };
+        let _reserved = crate::rewrite::budget::budget().reserve(estimate).await;
+        let (mut actions, how) = match decision {
+            Rewrite::Copy { inputs, stats } => {
+                let add = self.copy(&bin, &inputs, stats).await?;
+                (vec![Action::Add(add)], "copied column chunks".to_owned())
+            }
+            Rewrite::Decode(reason) => {
+                let paths = bin.files.iter().map(|f| f.path.clone()).collect();
+                let adds = rewrite_files(
+                    uri,
+                    &self.log_store,
+                    &self.snapshot,
+                    paths,
+                    self.spec.target_size,
+                )
+                .await?;
+                (
+                    adds.into_iter().map(Action::Add).collect(),
+                    format!("decoded: {reason}"),
+                )
+            }
+        };
+        let files = bin.files.len();
+        let bytes = bin.bytes();
+        actions.splice(0..0, bin.files.into_iter().map(|f| f.remove));
+        // bins are written in parallel and committed one after another, each on the snapshot
+        // the previous one left, as deltalake's OPTIMIZE does
+        let version = {
+            let mut snapshot = self.committed.lock().await;
+            let (version, after) =
+                commit_rewrite(uri, self.log_store.clone(), &snapshot, actions, &self.spec).await?;
+            *snapshot = after;
+            version
+        };
+        tracing::info!(
+            table = uri,
+            partition = bin.partition,
+            files,
+            bytes,
+            version,
+            how,
+            "compaction bin committed"
+        );
+        Ok(())
+    }
+
+    /// Whether `bin` is copied or decoded, and what copying it needs.
+    async fn decide(&self, bin: &Bin) -> Result<Rewrite, DeltaError> {
+        if bin.files.iter().any(|f| f.has_deletion_vector) {
+            return Ok(Rewrite::Decode("a file carries a deletion vector".into()));
+        }
+        let mut parsed = Vec::with_capacity(bin.files.len());
+        for file in &bin.files {
+            match file.stats.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(stats)) => parsed.push(stats),
+                _ => {
+                    return Ok(Rewrite::Decode(format!(
+                        "{} has no readable statistics",
+                        file.path
+                    )))
+                }
+            }
+        }
+        let stats = match merged_stats::merge(&parsed, self.snapshot.schema().as_ref(), self.naming)
+        {
+            Ok(stats) => stats,
+            Err(reason) => return Ok(Rewrite::Decode(reason)),
+        };
+        let reads: Vec<_> = bin
+            .files
+            .iter()
+            .map(|file| {
+                splice::read_footer(Arc::clone(&self.store), file.object_path.clone(), file.size)
+            })
+            .collect();
+        let inputs: Vec<Input> = futures::stream::iter(reads)
+            .buffered(FOOTERS_AT_ONCE)
+            .try_collect()
+            .await
+            .map_err(|e| DeltaError::delta(&self.uri, "reading Parquet footers", e.into()))?;
+        if let Some(reason) = splice::not_copyable(&inputs) {
+            return Ok(Rewrite::Decode(reason));
+        }
+        for (input, stats) in inputs.iter().zip(&parsed) {
+            if stats.get("numRecords").and_then(Value::as_u64) != Some(splice::rows(input)) {
+                return Ok(Rewrite::Decode(format!(
+                    "the statistics of {} count other rows than its footer",
+                    input.path
+                )));
+            }
+        }
+        Ok(Rewrite::Copy { inputs, stats })
+    }
+
+    /// Writes the bin's files as one by copying their column chunks; returns its `add`.
+    async fn copy(&self, bin: &Bin, inputs: &[Input], stats: Value) -> Result<Add, DeltaError> {
+        let uri = self.uri.as_str();
+        let first = &bin.files[0];
+        let directory = first.path.rsplit_once('/').map(|(dir, _)| dir);
+        let name = format!("part-00000-{}-c000.parquet", Uuid::new_v4());
+        let relative = match directory {
+            Some(dir) => format!("{dir}/{name}"),
+            None => name,
+        };
+        // the object path a reader of the log derives from the add's (decoded) path, as
+        // `LogicalFileView::object_store_path` does; the add records that path's encoding
+        let output = Path::parse(&relative).unwrap_or_else(|_| Path::from(relative.as_str()));
+        let (size, footer) = splice::write(&self.store, inputs, &output)
+            .await
+            .map_err(|e| DeltaError::delta(uri, "writing a copied file", e))?;
+        let expected: u64 = inputs.iter().map(splice::rows).sum();
+        let written = u64::try_from(footer.file_metadata().num_rows()).unwrap_or(0);
+        if written != expected {
+            return Err(DeltaError::delta(
+                uri,
+                "checking a copied file",
+                deltalake::DeltaTableError::generic(format!(
+                    "the copied file {output} holds {written} rows, its inputs {expected}; \
+                     nothing was committed and the file is unreferenced (VACUUM removes it)"
+                )),
+            ));
+        }
+        Ok(Add {
+            path: output.to_string(),
+            partition_values: first.partition_values.clone(),
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            modification_time: chrono::Utc::now().timestamp_millis(),
+            data_change: false,
+            stats: Some(stats.to_string()),
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        })
+    }
+}
+
+/// How one bin is rewritten.
+enum Rewrite {
+    Copy { inputs: Vec<Input>, stats: Value },
+    Decode(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::kernel::Remove;
+
+    fn file(size: u64) -> BinFile {
+        BinFile {
+            path: format!("{size}.parquet"),
+            object_path: Path::from(format!("{size}.parquet")),
+            size,
+            stats: None,
+            has_deletion_vector: false,
+            partition_values: HashMap::new(),
+            remove: Action::Remove(Remove {
+                path: format!("{size}.parquet"),
+                data_change: false,
+                deletion_timestamp: None,
+                extended_file_metadata: None,
+                partition_values: None,
+                size: None,
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+            }),
+        }
+    }
+
+    fn sizes(bins: &[Bin]) -> Vec<Vec<u64>> {
+        bins.iter()
+            .map(|b| b.files.iter().map(|f| f.size).collect())
+            .collect()
+    }
+
+    #[test]
+    fn bins_are_contiguous_up_to_the_target_and_never_single() {
+        let files = [40, 50, 30, 90, 10, 5].map(file).to_vec();
+        assert_eq!(
+            sizes(&pack("", files, 100)),
+            vec![vec![40, 50], vec![90, 10],]
+        );
+        let files = [60, 60, 60].map(file).to_vec();
+        assert!(pack("", files, 100).is_empty());
+    }
+}

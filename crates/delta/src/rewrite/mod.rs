@@ -1,0 +1,34 @@
+//! The rewriting operation: compaction, Z-order and purge are kinds of one [`optimize`]
+//! (delta-rs's `OptimizeType`), planned and run in layers that import only downwards:
+//!
+//! - [`optimize`]: the operation — preparation, the conflict-retry loop, the dry run;
+//! - the kinds' plan steps, which say which partitions need work: [`compact`], [`zorder`],
+//!   [`purge`] (purge also holds its rewrite step, since OPTIMIZE cannot select files by their
+//!   deletion vectors);
+//! - [`execute`]: one scoped rewrite per filter set, every commit read back and guarded
+//!   ([`guard`]);
+//! - the rewrites themselves: compaction's bins ([`bins`]) by the column-chunk copy path
+//!   ([`splice`], statistics in [`merged_stats`]) or by decoding ([`decode`]); Z-order's sort
+//!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
+//!   the process's memory [`budget`];
+//! - at the bottom, the plain types every layer shares ([`plan`]) and the file selection
+//!   ([`select`]).
+//!
+//! This module only declares; the items live in the files.
+
+pub(crate) mod bins;
+pub(crate) mod budget;
+pub(crate) mod cluster;
+pub(crate) mod compact;
+pub(crate) mod decode;
+pub(crate) mod execute;
+pub(crate) mod external_sort;
+pub(crate) mod guard;
+pub(crate) mod merged_stats;
+pub(crate) mod optimize;
+pub(crate) mod plan;
+pub(crate) mod purge;
+pub(crate) mod select;
+pub(crate) mod splice;
+pub(crate) mod zkey;
+pub(crate) mod zorder;

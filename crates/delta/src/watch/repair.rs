@@ -1,0 +1,578 @@
+//! Repair of stale writes: restoring exactly what a writer meant when its snapshot predated a
+//! tablekeeper rewrite ([`crate::watch::stale`]).
+//!
+//! A stale write W removed files F that a rewrite R had already replaced; the rows of F live on
+//! in R's outputs. Because every rewrite commits one bin per commit ([`crate::rewrite::execute`]), the log
+//! says which inputs became which outputs. The repair of W is one commit that
+//! - removes the files now holding rows of F: the outputs of R's bins that consumed a file of F,
+//!   or, when a later rewrite consumed those outputs in turn, that rewrite's outputs (chains are
+//!   followed to the active files);
+//! - adds back, unchanged (same path, statistics and modification time), every other input of
+//!   those bins, expanded through the chain to the original files. They are still on storage:
+//!   a VACUUM keeps what versions inside its window reference, and tablekeeper's VACUUM refuses
+//!   while a stale write waits for its repair.
+//!
+//! Rewrites of bins W did not touch are kept. Both sides are committed with `dataChange: false`:
+//! the repair makes the table what its data-changing commits already declared, so streaming
+//! readers have nothing new to read. The commit (operation `RESTORE`, marker operation `repair`
+//! naming W) is checked like every rewrite: each file it removes was active before it, each file
+//! it adds was not. When an exact repair is impossible — an output was since changed by a
+//! data-changing commit, an input was vacuumed, a chain runs through another repair — the plan
+//! says so and nothing is written: the owner restores by hand (the plan names the versions).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add, Remove};
+use deltalake::protocol::DeltaOperation;
+use deltalake::DeltaTable;
+use futures::future::BoxFuture;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::DeltaError;
+use crate::log::read::{list_log, read_commits, Commit};
+use crate::open::open_table_at;
+use crate::prepare::{prepare, Prepared};
+use crate::probe::presence::exists;
+use crate::report::{OpReport, PlannedFile, RepairPlan};
+use crate::rewrite::guard::{check_commit, Rows, Verdict};
+use crate::run::{cancellable, run_commits, run_marker};
+use crate::snapshot::{active_set, ActiveFile};
+use crate::watch::stale::{Detection, StaleWatch, DEFAULT_STALE_WATCH};
+use tablekeeper_vocab::Operation;
+
+const OP: Operation = Operation::Repair;
+
+/// Stale writes repaired in one run, at most; each is planned on the table as the previous
+/// repair left it.
+const MAX_REPAIRS_PER_RUN: usize = 16;
+
+/// Options of one repair run.
+#[derive(Debug, Clone)]
+pub struct RepairOptions {
+    /// Print the plans, change nothing.
+    pub dry_run: bool,
+    /// How far back stale writes are looked for (the probe's watch window).
+    pub stale_watch: Duration,
+}
+
+impl Default for RepairOptions {
+    fn default() -> Self {
+        RepairOptions {
+            dry_run: false,
+            stale_watch: DEFAULT_STALE_WATCH,
+        }
+    }
+}
+
+/// Finds the pending stale writes of `table_uri` and repairs each exactly (or only plans, with
+/// `dry_run`). The report lists every plan in `repairs`; a plan that cannot be exact is refused
+/// and fails the run after the others were repaired.
+///
+/// The future is boxed here, once, so callers can spawn it without proving `Send` themselves.
+pub fn repair<'a>(
+    table_uri: &'a str,
+    options: &'a RepairOptions,
+    cancel: &'a CancellationToken,
+) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
+    Box::pin(run(table_uri, options, cancel))
+}
+
+async fn run(
+    table_uri: &str,
+    options: &RepairOptions,
+    cancel: &CancellationToken,
+) -> Result<OpReport, DeltaError> {
+    let started = Instant::now();
+    let uri = table_uri;
+    let run_id = Uuid::new_v4().to_string();
+    let mut report: Option<OpReport> = None;
+    let mut done: BTreeSet<i64> = BTreeSet::new();
+    for _ in 0..MAX_REPAIRS_PER_RUN {
+        let Prepared {
+            table,
+            version,
+            files,
+            ..
+        } = prepare(uri, OP, cancel).await?;
+        let report = report.get_or_insert_with(|| {
+            OpReport::new(
+                OP,
+                uri,
+                i64::try_from(version).unwrap_or(i64::MAX),
+                options.dry_run,
+            )
+        });
+        let lineage = cancellable(
+            cancel,
+            uri,
+            OP,
+            Lineage::read(&table, uri, version, options),
+        )
+        .await?;
+        let Some(detection) = lineage
+            .watch
+            .detections()
+            .find(|d| d.summary.pending() && !done.contains(&d.summary.version))
+            .cloned()
+        else {
+            break;
+        };
+        done.insert(detection.summary.version);
+        let (mut plan, adds) = cancellable(
+            cancel,
+            uri,
+            OP,
+            plan_repair(&table, uri, &lineage, &detection, &files),
+        )
+        .await?;
+        if plan.refused.is_none() && !options.dry_run {
+            let commit = cancellable(
+                cancel,
+                uri,
+                OP,
+                commit_repair(&table, uri, &run_id, &plan, adds, &files),
+            )
+            .await?;
+            plan.committed_version = Some(i64::try_from(commit.version).unwrap_or(i64::MAX));
+            report
+                .commits
+                .push(i64::try_from(commit.version).unwrap_or(i64::MAX));
+            report.version_after = report.commits.last().copied();
+            report.files_removed += plan.remove.len() as u64;
+            report.files_added += plan.re_add.len() as u64;
+            report.bytes_removed += plan.remove.iter().map(|f| f.size).sum::<u64>();
+            report.bytes_added += plan.re_add.iter().map(|f| f.size).sum::<u64>();
+            tracing::info!(
+                table = uri,
+                stale_write = plan.stale_write,
+                version = commit.version,
+                removed = plan.remove.len(),
+                re_added = plan.re_add.len(),
+                stale_rows = ?plan.stale_rows,
+                "repaired a stale write"
+            );
+        }
+        report.repairs.push(plan);
+        if options.dry_run {
+            // planning the next one needs this one committed; show the rest as found
+            continue;
+        }
+    }
+    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
+        table: uri.to_owned(),
+        reason: "repair finished without reading the table".into(),
+    })?;
+    if report.repairs.is_empty() {
+        report.skipped = Some("no stale write is waiting for a repair".into());
+    }
+    if let Some(refused) = report.repairs.iter().find(|p| p.refused.is_some()) {
+        if !options.dry_run {
+            return Err(DeltaError::RepairRefused {
+                table: uri.to_owned(),
+                stale_write: refused.stale_write,
+                reason: refused.refused.clone().unwrap_or_default(),
+            });
+        }
+    }
+    Ok(report.finish(started))
+}
+
+/// A bin of a tablekeeper rewrite: the commit and the partition it rewrote. Bins never span
+/// partitions; a compaction commits each bin on its own, a Z-order rewrites each partition as
+/// one bin in one commit ([`crate::rewrite::execute`]).
+type Bin = (u64, String);
+
+/// Who made and consumed each file, from the tablekeeper commits on disk.
+#[derive(Debug)]
+struct Lineage {
+    watch: StaleWatch,
+    /// Bin → (inputs, outputs).
+    bins: BTreeMap<Bin, (Vec<String>, Vec<String>)>,
+    /// File → the bin that consumed it.
+    consumed_by: HashMap<String, Bin>,
+    /// File → the bin that produced it.
+    produced_by: HashMap<String, Bin>,
+    /// File → a commit that removed it and is not a tablekeeper rewrite.
+    removed_by_other: HashMap<String, u64>,
+}
+
+/// A partition's identity, from an action's partition values.
+fn partition_of(values: &std::collections::HashMap<String, Option<String>>) -> String {
+    let sorted: BTreeMap<&String, &Option<String>> = values.iter().collect();
+    format!("{sorted:?}")
+}
+
+impl Lineage {
+    async fn read(
+        table: &DeltaTable,
+        uri: &str,
+        latest: u64,
+        options: &RepairOptions,
+    ) -> Result<Lineage, DeltaError> {
+        let listing = list_log(table.object_store().as_ref(), uri).await?;
+        let versions: Vec<u64> = listing.commits.range(..=latest).map(|(v, _)| *v).collect();
+        let mut lineage = Lineage {
+            watch: StaleWatch::new(options.stale_watch),
+            bins: BTreeMap::new(),
+            consumed_by: HashMap::new(),
+            produced_by: HashMap::new(),
+            removed_by_other: HashMap::new(),
+        };
+        for (_, commit) in read_commits(table.log_store().as_ref(), uri, versions).await? {
+            if let Some(commit) = commit {
+                lineage.absorb(&commit);
+            }
+        }
+        lineage.watch.prune();
+        Ok(lineage)
+    }
+
+    fn absorb(&mut self, commit: &Commit) {
+        if let Some(at) = commit.committed_ms() {
+            self.watch.absorb(commit, at);
+        }
+        if commit.is_tablekeeper_rewrite() {
+            for remove in &commit.removes {
+                let bin = (commit.version, partition_of(&remove.partition_values));
+                self.consumed_by.insert(remove.path.clone(), bin.clone());
+                self.bins
+                    .entry(bin)
+                    .or_default()
+                    .0
+                    .push(remove.path.clone());
+            }
+            for add in &commit.adds {
+                let bin = (commit.version, partition_of(&add.partition_values));
+                self.produced_by.insert(add.path.clone(), bin.clone());
+                self.bins.entry(bin).or_default().1.push(add.path.clone());
+            }
+        } else {
+            for remove in &commit.removes {
+                self.removed_by_other
+                    .insert(remove.path.clone(), commit.version);
+            }
+        }
+    }
+
+    /// The original files behind `path`: itself, or the inputs of the bin that produced it,
+    /// expanded in turn.
+    fn leaves(&self, path: &str, out: &mut BTreeSet<String>, bins: &mut BTreeSet<u64>) {
+        match self.produced_by.get(path) {
+            Some(bin) => {
+                bins.insert(bin.0);
+                if let Some((inputs, _)) = self.bins.get(bin) {
+                    for input in inputs {
+                        self.leaves(input, out, bins);
+                    }
+                }
+            }
+            None => {
+                out.insert(path.to_owned());
+            }
+        }
+    }
+}
+
+/// Plans the repair of one stale write on the table as it is now; returns the plan and the add
+/// actions of the files it adds back (empty when refused).
+async fn plan_repair(
+    table: &DeltaTable,
+    uri: &str,
+    lineage: &Lineage,
+    detection: &Detection,
+    files: &[ActiveFile],
+) -> Result<(RepairPlan, Vec<Add>), DeltaError> {
+    let w = detection.summary.version;
+    let mut plan = RepairPlan {
+        stale_write: w,
+        rewrites: Vec::new(),
+        remove: Vec::new(),
+        re_add: Vec::new(),
+        rows_removed: None,
+        rows_re_added: None,
+        stale_rows: None,
+        refused: None,
+        committed_version: None,
+    };
+    if detection.summary.over_repair {
+        plan.refused = Some(format!(
+            "version {w} removed files a repair commit had already replaced ({:?}); restore the \
+             table by hand from its history",
+            detection.summary.rewrite_versions
+        ));
+        return Ok((plan, Vec::new()));
+    }
+    let active: HashMap<&str, &ActiveFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+
+    // the active files holding rows of the stale-removed ones
+    let mut targets: BTreeSet<String> = BTreeSet::new();
+    let mut undone: BTreeSet<u64> = BTreeSet::new();
+    let mut frontier: Vec<String> = detection.removed.keys().cloned().collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    while let Some(path) = frontier.pop() {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let Some(bin) = lineage.consumed_by.get(&path) else {
+            continue;
+        };
+        undone.insert(bin.0);
+        let Some((_, outputs)) = lineage.bins.get(bin) else {
+            continue;
+        };
+        for output in outputs {
+            if active.contains_key(output.as_str()) {
+                targets.insert(output.clone());
+            } else if lineage.consumed_by.contains_key(output) {
+                frontier.push(output.clone());
+            } else {
+                let by = lineage
+                    .removed_by_other
+                    .get(output)
+                    .map_or("a commit no longer on disk".to_owned(), |v| {
+                        format!("version {v}")
+                    });
+                plan.refused = Some(format!(
+                    "`{output}`, written by rewrite {} with rows of the stale-removed files, was \
+                     since removed by {by}, which changed data: an exact repair is not possible; \
+                     restore the table to version {} and replay the later writes by hand",
+                    bin.0,
+                    w - 1
+                ));
+                return Ok((plan, Vec::new()));
+            }
+        }
+    }
+
+    // every original file behind those, minus what the stale writes meant to remove
+    let excluded: HashSet<&String> = lineage
+        .watch
+        .detections()
+        .flat_map(|d| d.removed.keys())
+        .collect();
+    let mut leaves = BTreeSet::new();
+    for target in &targets {
+        lineage.leaves(target, &mut leaves, &mut undone);
+    }
+    let re_add: BTreeSet<String> = leaves
+        .into_iter()
+        .filter(|leaf| !excluded.contains(leaf))
+        .collect();
+    plan.rewrites = undone
+        .iter()
+        .map(|v| i64::try_from(*v).unwrap_or(i64::MAX))
+        .collect();
+    if let Some(active_leaf) = re_add.iter().find(|p| active.contains_key(p.as_str())) {
+        plan.refused = Some(format!(
+            "`{active_leaf}` would be added back but is active already; the table changed in a \
+             way this repair does not understand: restore by hand"
+        ));
+        return Ok((plan, Vec::new()));
+    }
+    let store = table.object_store();
+    let mut gone = Vec::new();
+    for leaf in &re_add {
+        if !exists(store.as_ref(), uri, leaf, "checking a file to add back").await? {
+            gone.push(leaf.clone());
+        }
+    }
+    if !gone.is_empty() {
+        plan.refused = Some(format!(
+            "{} file(s) to add back are no longer on storage (first: `{}`; a VACUUM deleted them): \
+             the rows of the untouched inputs cannot be restored exactly; restore the table to \
+             version {} by hand",
+            gone.len(),
+            gone[0],
+            w - 1
+        ));
+        return Ok((plan, Vec::new()));
+    }
+
+    for target in &targets {
+        if let Some(file) = active.get(target.as_str()) {
+            plan.remove.push(PlannedFile {
+                path: target.clone(),
+                size: file.size,
+                rows: file.live_rows(),
+            });
+        }
+    }
+    let adds = original_adds(uri, lineage, &re_add).await?;
+    for add in adds.values() {
+        let file = PlannedFile {
+            path: add.path.clone(),
+            size: u64::try_from(add.size).unwrap_or(0),
+            rows: add_rows(add),
+        };
+        plan.re_add.push(file);
+    }
+    let sum = |files: &[PlannedFile]| -> Option<u64> { files.iter().map(|f| f.rows).sum() };
+    plan.rows_removed = sum(&plan.remove);
+    plan.rows_re_added = sum(&plan.re_add);
+    plan.stale_rows = plan
+        .rows_removed
+        .zip(plan.rows_re_added)
+        .map(|(removed, re_added)| removed.saturating_sub(re_added));
+    Ok((plan, adds.into_values().collect()))
+}
+
+/// Rows of an add action: `numRecords` minus its deletion vector's cardinality.
+fn add_rows(add: &Add) -> Option<u64> {
+    let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref()?).ok()?;
+    let rows = stats.get("numRecords")?.as_u64()?;
+    let deleted = add
+        .deletion_vector
+        .as_ref()
+        .and_then(|dv| u64::try_from(dv.cardinality).ok())
+        .unwrap_or(0);
+    Some(rows.saturating_sub(deleted))
+}
+
+/// The add actions of `paths` as they were before the bins that consumed them, from the
+/// snapshots of the versions before those bins.
+async fn original_adds(
+    uri: &str,
+    lineage: &Lineage,
+    paths: &BTreeSet<String>,
+) -> Result<BTreeMap<String, Add>, DeltaError> {
+    let mut by_version: BTreeMap<u64, HashSet<&str>> = BTreeMap::new();
+    for path in paths {
+        let bin = lineage
+            .consumed_by
+            .get(path)
+            .map(|bin| bin.0)
+            .ok_or_else(|| DeltaError::IncompleteLog {
+                table: uri.to_owned(),
+                reason: format!("no rewrite in the log consumed `{path}`"),
+            })?;
+        by_version
+            .entry(bin.saturating_sub(1))
+            .or_default()
+            .insert(path);
+    }
+    let mut adds = BTreeMap::new();
+    for (version, wanted) in by_version {
+        let table = open_table_at(uri, version).await?;
+        let snapshot = table
+            .snapshot()
+            .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?
+            .snapshot()
+            .clone();
+        let log_data = snapshot
+            .try_log_data()
+            .map_err(|err| DeltaError::delta(uri, "reading the active files", err))?;
+        for file in log_data {
+            let path = file.path().into_owned();
+            if wanted.contains(path.as_str()) {
+                #[allow(deprecated)] // the one public way to get a file's full add action
+                let mut add = file.add_action();
+                add.data_change = false;
+                adds.insert(path, add);
+            }
+        }
+        for path in wanted {
+            if !adds.contains_key(path) {
+                return Err(DeltaError::IncompleteLog {
+                    table: uri.to_owned(),
+                    reason: format!("`{path}` is not active at version {version}"),
+                });
+            }
+        }
+    }
+    Ok(adds)
+}
+
+/// Writes the repair commit and checks it: every removed file active before it, no added file.
+async fn commit_repair(
+    table: &DeltaTable,
+    uri: &str,
+    run_id: &str,
+    plan: &RepairPlan,
+    adds: Vec<Add>,
+    files: &[ActiveFile],
+) -> Result<Commit, DeltaError> {
+    let base = crate::open::loaded_version(uri, table)?;
+    let snapshot = table
+        .snapshot()
+        .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;
+    let removing: HashSet<&str> = plan.remove.iter().map(|f| f.path.as_str()).collect();
+    let mut actions: Vec<Action> = Vec::new();
+    let log_data = snapshot
+        .snapshot()
+        .try_log_data()
+        .map_err(|err| DeltaError::delta(uri, "reading the active files", err))?;
+    for file in log_data {
+        if removing.contains(file.path().as_ref()) {
+            let remove: Remove = file.remove_action(false);
+            actions.push(Action::Remove(remove));
+        }
+    }
+    actions.extend(adds.into_iter().map(Action::Add));
+
+    let mut marker = run_marker(run_id, OP);
+    if let Some(tk) = marker
+        .get_mut(crate::log::read::MARKER_KEY)
+        .and_then(|v| v.as_object_mut())
+    {
+        tk.insert("repairs".into(), json!([plan.stale_write]));
+        tk.insert("rewrites".into(), json!(plan.rewrites));
+    }
+    marker.insert(
+        "operationParameters".into(),
+        json!({ "tablekeeperRepairOf": plan.stale_write.to_string() }),
+    );
+    let properties = CommitProperties::default()
+        .with_metadata(marker)
+        .with_cleanup_expired_logs(Some(false));
+    let finalized = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .build(
+            Some(snapshot),
+            table.log_store(),
+            DeltaOperation::Restore {
+                version: None,
+                datetime: None,
+            },
+        )
+        .await
+        .map_err(|err| DeltaError::delta(uri, "committing the repair", err))?;
+    let commits = run_commits(table.log_store().as_ref(), uri, base, run_id).await?;
+    let commit = commits
+        .into_iter()
+        .find(|c| c.version == finalized.version)
+        .ok_or_else(|| DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason: format!(
+                "the repair committed version {} but the commit cannot be read back",
+                finalized.version
+            ),
+        })?;
+    let before = (finalized.version == base + 1).then(|| (base, active_set(files)));
+    let known = before.as_ref().map(|(v, s)| (*v, s));
+    match check_commit(uri, &commit, known, Rows::Changed).await? {
+        Verdict::Clean => {}
+        Verdict::Unverified(reason) => {
+            tracing::warn!(table = uri, %reason, "repair commit unchecked")
+        }
+    }
+    if let Some((_, active_before)) = &before {
+        let doubled: Vec<String> = commit
+            .adds
+            .iter()
+            .filter(|a| active_before.contains_key(&a.path))
+            .map(|a| a.path.clone())
+            .collect();
+        if !doubled.is_empty() {
+            return Err(DeltaError::DuplicateRewrite {
+                table: uri.to_owned(),
+                version: i64::try_from(commit.version).unwrap_or(i64::MAX),
+                files: doubled,
+            });
+        }
+    }
+    Ok(commit)
+}
