@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tablekeeper_delta::Probe;
-use tablekeeper_inventory::{LogStore, Operation, TableSpec};
+use tablekeeper_inventory::{LogStore, Operation, RewriteOwner, TableSpec};
 
 use crate::overwrite_window;
 
@@ -78,6 +78,18 @@ pub(crate) fn admit(
             ))
         } else {
             Decision::Skip(why.into())
+        };
+    }
+    if op.rewrites() && spec.writers.rewrites == RewriteOwner::External {
+        // a queued job from before the inventory said so must not run either
+        let why = format!(
+            "another engine owns this table's rewrites (`writers.rewrites: external`): \
+             tablekeeper does not {op} it; VACUUM and checkpoint still run"
+        );
+        return if scheduled {
+            Decision::Skip(why)
+        } else {
+            Decision::Refuse(why)
         };
     }
     if !spec.operation_enabled(op) && need != Need::Queued {
@@ -151,12 +163,17 @@ fn probe_gate(spec: &TableSpec, op: Operation, probe: &Probe) -> Option<String> 
     if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty() {
         return Some(overwrites_refusal(probe));
     }
-    if op == Operation::Vacuum {
+    if op == Operation::Vacuum || op.rewrites() {
         let pending: Vec<i64> = probe.pending_stale_writes().map(|w| w.version).collect();
         if !pending.is_empty() {
+            let why = if op == Operation::Vacuum {
+                "which adds back files a VACUUM could delete"
+            } else {
+                "and a rewrite now would fold the rows it must take out into new files"
+            };
             return Some(format!(
-                "stale write(s) at version(s) {pending:?} wait for their repair, which adds back \
-                 files a VACUUM could delete; VACUUM runs again once they are repaired"
+                "stale commit(s) at version(s) {pending:?} wait for their repair, {why}; {op} \
+                 runs again once they are repaired"
             ));
         }
     }
@@ -294,8 +311,8 @@ fn needed(
                 Some(_) => {
                     let versions: Vec<i64> = pending.map(|w| w.version).collect();
                     Decision::Run(format!(
-                        "stale write(s) at version(s) {versions:?} left rows their writer removed \
-                         visible"
+                        "stale commit(s) at version(s) {versions:?} left rows visible that their \
+                         writer removed, or rows of a rewrite visible twice"
                     ))
                 }
             }
@@ -565,12 +582,46 @@ pub(crate) mod tests {
         let d = decide(&s, Operation::Vacuum, Probed::Read(&pending), None, now());
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
         assert!(d.reason().contains("repair"), "{d:?}");
+        // a rewrite would fold the rows the repair takes out into new files
+        let d = decide(&s, Operation::Compact, Probed::Read(&pending), None, now());
+        assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
         let repaired = probe(serde_json::json!({"stale_writes": [stale_write(12, Some(14))]}));
         assert!(!decide(&s, Operation::Repair, Probed::Read(&repaired), None, now()).should_run());
         assert!(decide(&s, Operation::Vacuum, Probed::Read(&repaired), None, now()).should_run());
         let off = spec("    maintenance:\n      auto_repair: false\n");
         let d = decide(&off, Operation::Repair, Probed::Read(&pending), None, now());
         assert!(!d.should_run(), "{d:?}");
+    }
+
+    #[test]
+    fn an_external_rewriter_stops_rewrites_but_not_vacuum_or_checkpoints() {
+        let s = spec("    writers: { rewrites: external }\n");
+        let read = probe(serde_json::json!({}));
+        for op in [Operation::Compact, Operation::Zorder, Operation::Purge] {
+            let d = decide(&s, op, Probed::Read(&read), None, now());
+            assert!(matches!(d, Decision::Skip(_)), "{op}: {d:?}");
+            assert!(d.reason().contains("writers.rewrites: external"), "{d:?}");
+            let forced = admit(&s, op, Probed::Read(&read), Need::Forced, now());
+            assert!(matches!(forced, Decision::Refuse(_)), "{op}: {forced:?}");
+            let queued = admit(&s, op, Probed::Read(&read), Need::Queued, now());
+            assert!(matches!(queued, Decision::Refuse(_)), "{op}: {queued:?}");
+        }
+        let forced = admit(
+            &s,
+            Operation::Vacuum,
+            Probed::Read(&read),
+            Need::Forced,
+            now(),
+        );
+        assert!(forced.should_run(), "{forced:?}");
+        let forced = admit(
+            &s,
+            Operation::Checkpoint,
+            Probed::Read(&read),
+            Need::Forced,
+            now(),
+        );
+        assert!(forced.should_run(), "{forced:?}");
     }
 
     fn overwrites() -> serde_json::Value {

@@ -142,7 +142,7 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
     match rt.store.record_stale_writes(&rows).await {
         Ok(0) => {}
         Ok(new) => {
-            warn!(table = %spec.name, owner = %spec.owner, new, "stale write recorded: a writer's commit planned before a tablekeeper rewrite left rows it removed visible")
+            warn!(table = %spec.name, owner = %spec.owner, new, "stale commit recorded: a commit planned on an older snapshot left rows it removed visible, or rows of a rewrite visible twice")
         }
         Err(e) => warn!(table = %spec.name, error = %e, "cannot record stale writes"),
     }
@@ -187,6 +187,7 @@ fn stale_write_row(table: &str, w: &StaleWrite) -> StaleWriteRow {
         committed_at: w.committed_at,
         operation: w.operation.clone(),
         engine_info: w.engine_info.clone(),
+        kind: w.kind,
         rewrite_versions: w.rewrite_versions.clone(),
         files: i64::try_from(w.files).unwrap_or(i64::MAX),
         sample_files: w.sample_files.clone(),

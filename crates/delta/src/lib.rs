@@ -70,6 +70,6 @@ pub use rewrite::guard::verify_rewrite_commit;
 pub use rewrite::optimize::{optimize, Optimize};
 pub use rewrite::purge::PurgeOptions;
 pub use rewrite::zorder::{files_added_since, FilesAddedSince, ZorderOptions};
-pub use tablekeeper_vocab::Operation;
+pub use tablekeeper_vocab::{Operation, StaleKind};
 pub use watch::repair::{repair, RepairOptions};
 pub use watch::stale::{stale_watch_for, StaleWrite, DEFAULT_STALE_WATCH};

@@ -145,13 +145,14 @@ pub struct PlannedFile {
 /// The exact repair of one stale write, or why there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepairPlan {
-    /// The stale write repaired.
+    /// The stale commit repaired.
     pub stale_write: i64,
-    /// The tablekeeper rewrite commits (bins) whose work is undone, chains included.
+    /// The rewrite commits (anyone's) whose bins are undone, chains included: the stale
+    /// commit itself when it is a rewrite.
     pub rewrites: Vec<i64>,
-    /// Files removed: outputs of those bins still active.
+    /// Files removed: the active files holding the undone bins' rows.
     pub remove: Vec<PlannedFile>,
-    /// Files added back unchanged: the bins' other inputs.
+    /// Files added back unchanged: the undone bins' inputs that no stale commit removed.
     pub re_add: Vec<PlannedFile>,
     pub rows_removed: Option<u64>,
     pub rows_re_added: Option<u64>,

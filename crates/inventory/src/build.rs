@@ -14,7 +14,7 @@ use crate::defaults;
 use crate::error::Problem;
 use crate::model::{
     CheckpointSpec, CompactionSpec, Layout, LogStore, OverwriteWindow, ProtocolSpec, PurgeSpec,
-    Retention, SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
+    Retention, RewriteOwner, SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
 };
 use crate::schedule::Schedule;
 use crate::walk::{At, Ctx, Field};
@@ -72,6 +72,11 @@ pub(crate) fn build_table(
                 .copied()
                 .unwrap_or(Topology::SingleWriter),
             log_store: draft.log_store.get().copied(),
+            rewrites: draft
+                .rewrites
+                .get()
+                .copied()
+                .unwrap_or(RewriteOwner::Tablekeeper),
             commit_budget_per_hour: draft.commit_budget_per_hour,
             overwrites: draft
                 .overwrites

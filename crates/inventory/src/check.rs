@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 
 use crate::error::Problem;
-use crate::model::{LogStore, Operation, Topology};
+use crate::model::{LogStore, Operation, RewriteOwner, Topology};
 use crate::schedule::Schedule;
 use crate::tree::{Loc, Node, Value};
 use crate::values::{self, TablePath};
@@ -40,6 +40,7 @@ pub(crate) const WRITERS_KEYS: &[&str] = &[
     "log_store",
     "commit_budget_per_hour",
     "overwrites",
+    "rewrites",
 ];
 pub(crate) const OVERWRITES_KEYS: &[&str] = &["schedule", "duration"];
 pub(crate) const LAYOUT_KEYS: &[&str] = &["partition_by", "optimize_write", "zorder"];
@@ -103,6 +104,7 @@ const TABLE_ELSEWHERE: &[(&str, &str)] = &[
     ("topology", "write it under `writers:`"),
     ("log_store", "write it under `writers:`"),
     ("commit_budget_per_hour", "write it under `writers:`"),
+    ("rewrites", "write it under `writers:`"),
     ("partition_by", "write it under `layout:`"),
     ("optimize_write", "write it under `layout:`"),
     (
@@ -249,6 +251,7 @@ pub(crate) struct TableDraft {
     pub commit_budget_per_hour: Option<u32>,
     /// `writers.overwrites`: the window, or `Invalid` when a part of it was missing or bad.
     pub overwrites: Field<(Schedule, Duration)>,
+    pub rewrites: Field<RewriteOwner>,
     pub partition_by: Field<Vec<crate::walk::At<String>>>,
     pub optimize_write: Option<bool>,
     pub zorder: Field<Vec<crate::walk::At<String>>>,
@@ -432,6 +435,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         log_store: Field::Absent,
         commit_budget_per_hour: None,
         overwrites: Field::Absent,
+        rewrites: Field::Absent,
         partition_by: Field::Absent,
         optimize_write: None,
         zorder: Field::Absent,
@@ -474,6 +478,17 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
             .get()
             .copied();
         draft.overwrites = writers.read(ctx, "overwrites", check_overwrites);
+        draft.rewrites = writers.read(ctx, "rewrites", |ctx, node, field| {
+            read_choice(
+                ctx,
+                node,
+                field,
+                &[
+                    ("tablekeeper", RewriteOwner::Tablekeeper),
+                    ("external", RewriteOwner::External),
+                ],
+            )
+        });
     }
     if let Some(layout) = sub_block(ctx, &block, "layout", LAYOUT_KEYS, &[]) {
         draft.partition_by = layout.read(ctx, "partition_by", read_string_list);

@@ -81,8 +81,12 @@ pub struct TableSpec {
 
 impl TableSpec {
     /// Whether the operation's block is enabled (regardless of `paused`); for repair,
-    /// `maintenance.auto_repair`.
+    /// `maintenance.auto_repair`. Compaction, Z-order and purge are off on a table whose
+    /// rewrites another engine owns (`writers.rewrites: external`).
     pub fn operation_enabled(&self, op: Operation) -> bool {
+        if op.rewrites() && self.writers.rewrites == RewriteOwner::External {
+            return false;
+        }
         match op {
             Operation::Compact => self.compaction.enabled,
             Operation::Zorder => self.zorder.enabled,
@@ -120,6 +124,20 @@ pub struct Writers {
     /// When other writers fully overwrite the table: no rewrite starts or commits inside
     /// these windows.
     pub overwrites: Option<OverwriteWindow>,
+    /// Who compacts, Z-orders and purges the table.
+    pub rewrites: RewriteOwner,
+}
+
+/// Who rewrites a table's files (compaction, Z-order, purge). Only one engine may: two
+/// compactions of the same files from different snapshots both commit and duplicate rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RewriteOwner {
+    /// tablekeeper (the default).
+    Tablekeeper,
+    /// Another engine (a Databricks job, the team's own `optimize()`): tablekeeper runs
+    /// VACUUM and checkpoints only.
+    External,
 }
 
 /// Recurring windows in which other writers run full overwrites.

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 
-use crate::model::{LogStore, Topology};
+use crate::model::{LogStore, RewriteOwner, Topology};
 
 /// One tablekeeper inventory file: either a list of tables with optional defaults, or a
 /// single table (one table per file keeps inventory pull requests free of conflicts).
@@ -121,6 +121,11 @@ pub(crate) struct WritersEntry {
     /// whose log shows recent full overwrites is not compacted at all, because an overwrite
     /// planned before a compaction brings the old rows back.
     pub overwrites: Option<OverwritesEntry>,
+    /// Who compacts, Z-orders and purges the table: `tablekeeper` (default) or `external`
+    /// (another engine owns its rewrites; tablekeeper runs VACUUM and checkpoints only). Only
+    /// one engine may rewrite a table: two compactions from different snapshots both commit
+    /// and every row they share is visible twice.
+    pub rewrites: Option<RewriteOwner>,
 }
 
 /// Recurring windows of other writers' full overwrites.

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tablekeeper_inventory::{Inventory, LoadError, LogStore, Operation, Problem, Topology};
+use tablekeeper_inventory::{
+    Inventory, LoadError, LogStore, Operation, Problem, RewriteOwner, Topology,
+};
 
 /// Joins lines with `\n`, so that line N of the inventory is `lines[N - 1]`.
 fn yaml(lines: &[&str]) -> String {
@@ -625,6 +627,42 @@ fn unknown_topology_and_log_store_values_list_the_allowed_ones() {
         T,
         Some("writers.log_store"),
         "allowed values are conditional-put, dynamodb",
+    );
+}
+
+#[test]
+fn rewrites_name_who_compacts_the_table() {
+    let inv = valid(&table_with(&["    writers: { rewrites: external }"]));
+    let table = &inv.tables[0];
+    assert_eq!(table.writers.rewrites, RewriteOwner::External);
+    for op in [Operation::Compact, Operation::Zorder, Operation::Purge] {
+        assert!(!table.operation_enabled(op), "{op} stays off");
+    }
+    assert!(table.operation_enabled(Operation::Vacuum));
+    assert!(table.operation_enabled(Operation::Checkpoint));
+    let default = valid(&table_with(&[]));
+    assert_eq!(
+        default.tables[0].writers.rewrites,
+        RewriteOwner::Tablekeeper
+    );
+
+    let problems = problems_of(&table_with(&["    writers:", "      rewrites: spark"]));
+    expect(
+        &problems,
+        6,
+        17,
+        T,
+        Some("writers.rewrites"),
+        "allowed values are tablekeeper, external",
+    );
+    let problems = problems_of(&table_with(&["    writers:", "      rewrite: external"]));
+    expect(
+        &problems,
+        6,
+        7,
+        T,
+        Some("writers.rewrite"),
+        "did you mean `rewrites`",
     );
 }
 

@@ -115,7 +115,7 @@ pub(crate) struct Statements {
     pub recorded_range: &'static str,
     /// 1 table. Columns `gap_from`, `gap_to`: missing versions between 0 and the newest.
     pub history_gaps: &'static str,
-    /// 1 table … 11 repaired_by, in `StaleWriteRow` order. A known one is left as it is.
+    /// 1 table … 11 repaired_by, in `StaleWriteRow` order, 12 kind. A known one is left as it is.
     pub insert_stale_write: &'static str,
     /// 1 table, 2 version, 3 rows, 4 repaired_by: fills in what was not known yet.
     pub update_stale_write: &'static str,

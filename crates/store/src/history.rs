@@ -9,6 +9,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tablekeeper_vocab::StaleKind;
 
 /// Largest page of history one call returns.
 pub const MAX_HISTORY_LIMIT: i64 = 1000;
@@ -40,7 +41,9 @@ pub struct StaleWriteRow {
     pub committed_at: Option<DateTime<Utc>>,
     pub operation: Option<String>,
     pub engine_info: Option<String>,
-    /// The tablekeeper commits whose removed files it removed.
+    /// What the stale commit meant to do; `None` for rows recorded before kinds were told apart.
+    pub kind: Option<StaleKind>,
+    /// The commits (anyone's) that had already removed the files it removed.
     pub rewrite_versions: Vec<i64>,
     pub files: i64,
     pub sample_files: Vec<String>,

@@ -978,7 +978,8 @@ impl JobStore {
                     Arg::Json(Some(serde_json::json!(w.sample_files))),
                     w.rows,
                     w.over_repair,
-                    w.repaired_by
+                    w.repaired_by,
+                    w.kind.map(|k| k.as_str())
                 );
                 inserted += tx.execute(sql.insert_stale_write, args).await?;
                 let args = args!(w.table_name.as_str(), w.version, w.rows, w.repaired_by);
@@ -1014,6 +1015,7 @@ impl JobStore {
                         over_repair: r.bool("over_repair")?,
                         repaired_by: r.opt_int("repaired_by")?,
                         detected_at: r.opt_time("detected_at")?,
+                        kind: r.opt_parsed("kind")?,
                     })
                 })
                 .collect()

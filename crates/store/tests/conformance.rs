@@ -73,6 +73,7 @@ mod suite {
         JobState, JobStore, Lease, NewJob, Operation, RetryPolicy, StaleWriteRow, StoreError,
         Trigger,
     };
+    use tablekeeper_vocab::StaleKind;
     use uuid::Uuid;
 
     const LEASE: Duration = Duration::from_secs(60);
@@ -959,6 +960,7 @@ mod suite {
             committed_at: Some(Utc::now()),
             operation: Some("WRITE".into()),
             engine_info: Some("delta-rs:py-1.6.6".into()),
+            kind: Some(StaleKind::Overwrite),
             rewrite_versions: vec![version - 1],
             files: 10,
             sample_files: vec!["part-0.parquet".into()],
@@ -992,9 +994,25 @@ mod suite {
         assert_eq!(rows[0].repaired_by, Some(14));
         assert_eq!(rows[0].rewrite_versions, [11]);
         assert_eq!(rows[0].sample_files, ["part-0.parquet"]);
+        assert_eq!(rows[0].kind, Some(StaleKind::Overwrite));
         assert!(rows[0].detected_at.is_some());
         assert_eq!(rows[1].repaired_by, None);
-        assert_eq!(store.stale_writes(None).await.unwrap().len(), 2);
+        let mut rewrite = stale(30);
+        rewrite.kind = Some(StaleKind::Rewrite);
+        rewrite.operation = Some("OPTIMIZE".into());
+        let mut unknown = stale(31);
+        unknown.kind = None;
+        store
+            .record_stale_writes(&[rewrite, unknown])
+            .await
+            .unwrap();
+        let rows = store.stale_writes(Some("t")).await.unwrap();
+        assert_eq!(rows[2].kind, Some(StaleKind::Rewrite));
+        assert_eq!(
+            rows[3].kind, None,
+            "rows recorded before kinds were told apart"
+        );
+        assert_eq!(store.stale_writes(None).await.unwrap().len(), 4);
         assert!(store.stale_writes(Some("other")).await.unwrap().is_empty());
     }
 

@@ -11,5 +11,6 @@ mod names;
 
 pub use ids::{JobId, Lease};
 pub use names::{
-    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, Trigger, UnknownName,
+    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, Trigger,
+    UnknownName,
 };

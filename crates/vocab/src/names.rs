@@ -190,6 +190,19 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// What a stale commit meant to do (`stale_writes.kind`). A stale commit removed files
+    /// that were no longer active at the version before it; its kind decides its exact repair.
+    pub enum StaleKind as "stale commit kind" {
+        /// Replaced rows: a full overwrite, or a MERGE or UPDATE that rewrote files.
+        Overwrite => "overwrite",
+        /// Removed files and added none: a DELETE of whole files.
+        Delete => "delete",
+        /// Changed no data: a compaction, Z-order or purge, by any engine (tablekeeper too).
+        Rewrite => "rewrite",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

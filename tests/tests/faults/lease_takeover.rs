@@ -128,7 +128,7 @@ async fn cut_off_scenario(cut: CutOff) {
         let ready = match cut {
             CutOff::AfterClaim => state == "running",
             CutOff::MidOperation => r1.log().lines().any(|l| {
-                l.contains("tablekeeper_delta::optimize: rewriting")
+                l.contains("tablekeeper_delta::rewrite::optimize: rewriting")
                     && l.contains("operation=zorder")
             }),
         };

@@ -194,7 +194,10 @@ pub async fn table_page(
             h2 { "Stale writes" }
             ul { @for w in &v.stale_writes {
                 li {
-                    "version " (w.version) " (" (w.files) " file(s)"
+                    "version " (w.version)
+                    @if let Some(kind) = w.kind { " (" (kind.as_str()) ")" }
+                    " by " (w.engine_info.as_deref().unwrap_or("an unknown engine"))
+                    " (" (w.files) " file(s)"
                     @if let Some(rows) = w.rows { ", " (rows) " rows" }
                     "): "
                     @match w.repaired_by { Some(r) => { "repaired by version " (r) }, None => { "waits for repair" } }
@@ -311,7 +314,8 @@ fn note(v: &TableView) -> String {
         .find(|w| w.repaired_by.is_none())
         .map(|w| {
             format!(
-                "stale write at version {} ({} file(s){}) waits for repair",
+                "stale {} at version {} ({} file(s){}) waits for repair",
+                w.kind.map_or("write", |k| k.as_str()),
                 w.version,
                 w.files,
                 w.rows.map(|r| format!(", {r} rows")).unwrap_or_default()

@@ -382,9 +382,18 @@ impl Commit {
         self.marker()?.get("operation")?.as_str()
     }
 
-    /// A rewrite of tablekeeper's: rows moved between files, none added or deleted.
-    pub fn is_tablekeeper_rewrite(&self) -> bool {
-        matches!(self.marker_operation(), Some("compact" | "zorder"))
+    /// A rewrite, whoever wrote it: files removed and added with `dataChange: false` and no
+    /// change data, so rows only moved between files (compaction, Z-order, purge). A repair
+    /// commit of tablekeeper's is none: it takes away the rows a stale commit left visible.
+    pub fn is_rewrite(&self) -> bool {
+        !self.removes.is_empty()
+            && self.cdc_files == 0
+            && self
+                .removes
+                .iter()
+                .chain(&self.adds)
+                .all(|a| !a.data_change)
+            && self.marker_operation() != Some("repair")
     }
 
     /// For a repair commit of tablekeeper's: the stale writes it repaired.

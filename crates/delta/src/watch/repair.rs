@@ -1,24 +1,34 @@
-//! Repair of stale writes: restoring exactly what a writer meant when its snapshot predated a
-//! tablekeeper rewrite ([`crate::watch::stale`]).
+//! Repair of stale commits: restoring exactly what a writer meant when its snapshot predated a
+//! commit that removed the same files ([`crate::watch::stale`]).
 //!
-//! A stale write W removed files F that a rewrite R had already replaced; the rows of F live on
-//! in R's outputs. Because every rewrite commits one bin per commit ([`crate::rewrite::execute`]), the log
-//! says which inputs became which outputs. The repair of W is one commit that
-//! - removes the files now holding rows of F: the outputs of R's bins that consumed a file of F,
-//!   or, when a later rewrite consumed those outputs in turn, that rewrite's outputs (chains are
-//!   followed to the active files);
-//! - adds back, unchanged (same path, statistics and modification time), every other input of
-//!   those bins, expanded through the chain to the original files. They are still on storage:
-//!   a VACUUM keeps what versions inside its window reference, and tablekeeper's VACUUM refuses
-//!   while a stale write waits for its repair.
+//! A stale commit W removed files F that an earlier commit had already removed. The log says
+//! which inputs every rewrite turned into which outputs: a rewrite's bins never span partitions,
+//! and tablekeeper commits each compaction bin on its own ([`crate::rewrite::execute`]); another
+//! engine's rewrite is taken one partition at a time. One algorithm repairs every kind, undoing
+//! rewrite bins; only where it starts differs:
+//! - W changed data (an overwrite, a delete): it meant the rows of F gone, but they live on in
+//!   the outputs of the rewrite R that removed F first. Undo R's bins that took a file of F.
+//! - W is a rewrite itself (another engine's compaction, Z-order or purge from an old snapshot,
+//!   or tablekeeper's own): the rows of F are in R's outputs and in W's, twice. W changed no
+//!   data by intent, so undo W's bins that took a file of F.
 //!
-//! Rewrites of bins W did not touch are kept. Both sides are committed with `dataChange: false`:
+//! Undoing bins is one commit that
+//! - removes the files now holding their rows: the bins' outputs, or, when a later rewrite (by
+//!   anyone) consumed those outputs in turn, that rewrite's outputs (chains are followed to the
+//!   active files, and every bin on the way is undone with them);
+//! - adds back, unchanged (same path, statistics and modification time), every input of the
+//!   undone bins that no undone bin produced, except the files stale commits removed. They are
+//!   still on storage: a VACUUM keeps what versions inside its window reference, and
+//!   tablekeeper's VACUUM refuses while a stale commit waits for its repair.
+//!
+//! Bins the stale commit did not touch are kept. Both sides are committed with `dataChange: false`:
 //! the repair makes the table what its data-changing commits already declared, so streaming
 //! readers have nothing new to read. The commit (operation `RESTORE`, marker operation `repair`
 //! naming W) is checked like every rewrite: each file it removes was active before it, each file
 //! it adds was not. When an exact repair is impossible — an output was since changed by a
-//! data-changing commit, an input was vacuumed, a chain runs through another repair — the plan
-//! says so and nothing is written: the owner restores by hand (the plan names the versions).
+//! data-changing commit, a file was first removed by a data-changing commit, an input was
+//! vacuumed, a chain runs through another repair — the plan says so and nothing is written: the
+//! owner restores by hand (the plan names the versions).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -42,7 +52,7 @@ use crate::rewrite::guard::{check_commit, Rows, Verdict};
 use crate::run::{cancellable, run_commits, run_marker};
 use crate::snapshot::{active_set, ActiveFile};
 use crate::watch::stale::{Detection, StaleWatch, DEFAULT_STALE_WATCH};
-use tablekeeper_vocab::Operation;
+use tablekeeper_vocab::{Operation, StaleKind};
 
 const OP: Operation = Operation::Repair;
 
@@ -181,22 +191,24 @@ async fn run(
     Ok(report.finish(started))
 }
 
-/// A bin of a tablekeeper rewrite: the commit and the partition it rewrote. Bins never span
-/// partitions; a compaction commits each bin on its own, a Z-order rewrites each partition as
-/// one bin in one commit ([`crate::rewrite::execute`]).
+/// A bin of a rewrite: the commit and the partition it rewrote. Bins never span partitions; a
+/// tablekeeper compaction commits each bin on its own, a Z-order rewrites each partition as one
+/// bin in one commit ([`crate::rewrite::execute`]); another engine's commit of several bins in
+/// one partition counts as one bin here, which undoes more files but the same rows.
 type Bin = (u64, String);
 
-/// Who made and consumed each file, from the tablekeeper commits on disk.
+/// Who made and consumed each file, from the rewrite commits on disk, whoever wrote them.
 #[derive(Debug)]
 struct Lineage {
     watch: StaleWatch,
     /// Bin → (inputs, outputs).
     bins: BTreeMap<Bin, (Vec<String>, Vec<String>)>,
-    /// File → the bin that consumed it.
-    consumed_by: HashMap<String, Bin>,
+    /// File → the bins that removed it, in version order (more than one when a stale rewrite
+    /// removed it again).
+    consumed_by: HashMap<String, Vec<Bin>>,
     /// File → the bin that produced it.
     produced_by: HashMap<String, Bin>,
-    /// File → a commit that removed it and is not a tablekeeper rewrite.
+    /// File → a commit that removed it and is not a rewrite (it changed data).
     removed_by_other: HashMap<String, u64>,
 }
 
@@ -235,10 +247,13 @@ impl Lineage {
         if let Some(at) = commit.committed_ms() {
             self.watch.absorb(commit, at);
         }
-        if commit.is_tablekeeper_rewrite() {
+        if commit.is_rewrite() {
             for remove in &commit.removes {
                 let bin = (commit.version, partition_of(&remove.partition_values));
-                self.consumed_by.insert(remove.path.clone(), bin.clone());
+                self.consumed_by
+                    .entry(remove.path.clone())
+                    .or_default()
+                    .push(bin.clone());
                 self.bins
                     .entry(bin)
                     .or_default()
@@ -258,22 +273,15 @@ impl Lineage {
         }
     }
 
-    /// The original files behind `path`: itself, or the inputs of the bin that produced it,
-    /// expanded in turn.
-    fn leaves(&self, path: &str, out: &mut BTreeSet<String>, bins: &mut BTreeSet<u64>) {
-        match self.produced_by.get(path) {
-            Some(bin) => {
-                bins.insert(bin.0);
-                if let Some((inputs, _)) = self.bins.get(bin) {
-                    for input in inputs {
-                        self.leaves(input, out, bins);
-                    }
-                }
-            }
-            None => {
-                out.insert(path.to_owned());
-            }
-        }
+    /// The bin of the commit at `version` that removed `path`.
+    fn consumer(&self, path: &str, version: u64) -> Option<&Bin> {
+        self.consumed_by.get(path)?.iter().find(|b| b.0 == version)
+    }
+
+    /// The first bin after `version` that removed `path` (the rewrite that took a file produced
+    /// at `version`).
+    fn first_consumer_after(&self, path: &str, version: u64) -> Option<&Bin> {
+        self.consumed_by.get(path)?.iter().find(|b| b.0 > version)
     }
 }
 
@@ -308,27 +316,43 @@ async fn plan_repair(
     }
     let active: HashMap<&str, &ActiveFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
 
-    // the active files holding rows of the stale-removed ones
-    let mut targets: BTreeSet<String> = BTreeSet::new();
-    let mut undone: BTreeSet<u64> = BTreeSet::new();
-    let mut frontier: Vec<String> = detection.removed.keys().cloned().collect();
-    let mut seen: HashSet<String> = HashSet::new();
-    while let Some(path) = frontier.pop() {
-        if !seen.insert(path.clone()) {
-            continue;
+    // where undoing starts: for a stale rewrite its own bins that took a stale-removed file, for
+    // a stale data write the rewrite bins that had taken them while they were active
+    let own = detection.summary.kind == Some(StaleKind::Rewrite);
+    let stale_version = u64::try_from(w).unwrap_or(0);
+    let mut undone: BTreeSet<Bin> = BTreeSet::new();
+    for (path, first) in &detection.removed {
+        let by = if own { stale_version } else { *first };
+        match lineage.consumer(path, by) {
+            Some(bin) => {
+                undone.insert(bin.clone());
+            }
+            None => {
+                plan.refused = Some(format!(
+                    "`{path}` was first removed by version {first}, which changed data (it is \
+                     no rewrite): an exact repair is not possible; restore the table to version \
+                     {} and replay the later writes by hand",
+                    w - 1
+                ));
+                return Ok((plan, Vec::new()));
+            }
         }
-        let Some(bin) = lineage.consumed_by.get(&path) else {
-            continue;
-        };
-        undone.insert(bin.0);
-        let Some((_, outputs)) = lineage.bins.get(bin) else {
+    }
+
+    // follow each undone bin's outputs to the active files holding their rows
+    let mut queue: Vec<Bin> = undone.iter().cloned().collect();
+    let mut targets: BTreeSet<String> = BTreeSet::new();
+    while let Some(bin) = queue.pop() {
+        let Some((_, outputs)) = lineage.bins.get(&bin) else {
             continue;
         };
         for output in outputs {
             if active.contains_key(output.as_str()) {
                 targets.insert(output.clone());
-            } else if lineage.consumed_by.contains_key(output) {
-                frontier.push(output.clone());
+            } else if let Some(next) = lineage.first_consumer_after(output, bin.0) {
+                if undone.insert(next.clone()) {
+                    queue.push(next.clone());
+                }
             } else {
                 let by = lineage
                     .removed_by_other
@@ -348,23 +372,27 @@ async fn plan_repair(
         }
     }
 
-    // every original file behind those, minus what the stale writes meant to remove
+    // add back every input of the undone bins that none of them produced, minus what stale
+    // commits removed (their rows are meant gone, or live on elsewhere)
     let excluded: HashSet<&String> = lineage
         .watch
         .detections()
         .flat_map(|d| d.removed.keys())
         .collect();
-    let mut leaves = BTreeSet::new();
-    for target in &targets {
-        lineage.leaves(target, &mut leaves, &mut undone);
-    }
-    let re_add: BTreeSet<String> = leaves
-        .into_iter()
-        .filter(|leaf| !excluded.contains(leaf))
+    let undone_bins: Vec<&(Vec<String>, Vec<String>)> =
+        undone.iter().filter_map(|b| lineage.bins.get(b)).collect();
+    let produced: HashSet<&String> = undone_bins.iter().flat_map(|(_, out)| out).collect();
+    let re_add: BTreeSet<String> = undone_bins
+        .iter()
+        .flat_map(|(inputs, _)| inputs)
+        .filter(|input| !produced.contains(input) && !excluded.contains(input))
+        .cloned()
         .collect();
     plan.rewrites = undone
         .iter()
-        .map(|v| i64::try_from(*v).unwrap_or(i64::MAX))
+        .map(|b| i64::try_from(b.0).unwrap_or(i64::MAX))
+        .collect::<BTreeSet<i64>>()
+        .into_iter()
         .collect();
     if let Some(active_leaf) = re_add.iter().find(|p| active.contains_key(p.as_str())) {
         plan.refused = Some(format!(
@@ -444,6 +472,7 @@ async fn original_adds(
         let bin = lineage
             .consumed_by
             .get(path)
+            .and_then(|bins| bins.first())
             .map(|bin| bin.0)
             .ok_or_else(|| DeltaError::IncompleteLog {
                 table: uri.to_owned(),

@@ -1,22 +1,27 @@
-//! Stale writes: data-changing commits planned on a snapshot older than a tablekeeper rewrite.
+//! Stale commits: commits that removed files which were no longer active at the version before
+//! them, because a commit planned on a newer snapshot had removed them first.
 //!
-//! A rewrite R (compaction, Z-order) removes files with `dataChange: false` and adds files with
-//! the same rows. A writer W that took its snapshot before R and then removes some of R's inputs
-//! with `dataChange: true` (a full overwrite, typically) still commits: deltalake's conflict
-//! checker ignores removes that do not change data. W meant those rows gone, but their copies in
-//! R's outputs stay visible (DESIGN.md, "Known hazards"). The log shows it plainly: W removes
-//! files that were no longer active at the version before it, because R had removed them.
+//! deltalake's conflict checker ignores removes marked `dataChange: false` (DESIGN.md, "Known
+//! hazards"), so such a commit is not refused. Two cases matter:
+//! - a data-changing commit W (a full overwrite, typically) planned before a rewrite R: W meant
+//!   the rows of the files it removed gone, but their copies in R's outputs stay visible;
+//! - a rewrite W (another engine's compaction, Z-order or purge, or a tablekeeper replica that
+//!   committed from an old snapshot) planned before R: both W's and R's outputs hold the rows of
+//!   the files they both removed, so every such row is visible twice.
 //!
+//! The log shows both plainly: W removes files that were not active at the version before it.
 //! Owns that detection, as a pure function of the log read in version order ([`StaleWatch`]):
-//! the probe feeds it incrementally, VACUUM and repair over a range they read themselves. A
-//! repair commit of tablekeeper's names the stale writes it repaired in its marker, so whether a
-//! stale write is still pending is read from the log too. This module only reads.
+//! every commit is checked, whoever wrote it, against the files every earlier commit removed.
+//! The probe feeds it incrementally, VACUUM and repair over a range they read themselves. A
+//! repair commit of tablekeeper's names the stale commits it repaired in its marker, so whether
+//! one is still pending is read from the log too. This module only reads.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tablekeeper_vocab::StaleKind;
 
 use deltalake::DeltaTable;
 
@@ -28,17 +33,20 @@ use crate::snapshot::active_files;
 /// Stale writes list at most this many of their files; the rest are counted.
 const SAMPLE_FILES: usize = 10;
 
-/// A stale write found in the log.
+/// A stale commit found in the log (a stale write, whatever it wrote).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleWrite {
-    /// The stale writer's commit.
+    /// The stale commit.
     pub version: i64,
     pub committed_at: Option<DateTime<Utc>>,
-    /// Its `commitInfo.operation` (`WRITE`, `CREATE OR REPLACE TABLE`, ...).
+    /// What it meant to do; `None` only in probes stored by releases that did not tell.
+    #[serde(default)]
+    pub kind: Option<StaleKind>,
+    /// Its `commitInfo.operation` (`WRITE`, `OPTIMIZE`, `CREATE OR REPLACE TABLE`, ...).
     pub operation: Option<String>,
-    /// Its `commitInfo.engineInfo`: which writer it was.
+    /// Which engine wrote it: its `commitInfo.engineInfo`, else its `clientVersion`.
     pub engine_info: Option<String>,
-    /// The tablekeeper commits that had already removed the files it removed.
+    /// The commits (anyone's) that had already removed the files it removed.
     pub rewrite_versions: Vec<i64>,
     /// True when one of those was a repair commit: such a chain is not repaired automatically.
     pub over_repair: bool,
@@ -46,8 +54,9 @@ pub struct StaleWrite {
     pub files: u64,
     /// Up to ten of them.
     pub sample_files: Vec<String>,
-    /// Rows of those files still visible through the rewrite's outputs, from the log's
-    /// statistics (`None` until counted, or when a writer recorded no statistics).
+    /// Rows of those files still visible through the earlier commits' outputs, from the log's
+    /// statistics (`None` until counted, or when a writer recorded no statistics): rows the
+    /// writer meant to remove, or for a stale rewrite the rows it duplicated.
     pub rows: Option<u64>,
     /// The repair commit that restored what the writer meant, once there is one.
     pub repaired_by: Option<i64>,
@@ -60,16 +69,16 @@ impl StaleWrite {
     }
 }
 
-/// A stale write with everything repair needs: which file each tablekeeper commit removed.
+/// A stale commit with everything repair needs: which commit had removed each of its files.
 #[derive(Debug, Clone)]
 pub(crate) struct Detection {
     pub summary: StaleWrite,
-    /// Every stale-removed path with the tablekeeper commit that had removed it before.
+    /// Every stale-removed path with the commit that removed it while it was active.
     pub removed: BTreeMap<String, u64>,
     committed_ms: i64,
 }
 
-/// Why a tablekeeper commit removed a file.
+/// Which commit removed a file while it was active.
 #[derive(Debug, Clone, Copy)]
 struct Removal {
     version: u64,
@@ -77,12 +86,12 @@ struct Removal {
     by_repair: bool,
 }
 
-/// Reads commits in version order and finds stale writes over tablekeeper's commits.
+/// Reads commits in version order and finds stale commits.
 #[derive(Debug)]
 pub(crate) struct StaleWatch {
-    /// How long after a tablekeeper commit its removed files are watched.
+    /// How long after a commit its removed files are watched.
     window_ms: i64,
-    /// Files removed by tablekeeper commits inside the window and not added back since.
+    /// Files removed by commits inside the window and not added back since.
     removed: HashMap<String, Removal>,
     found: BTreeMap<u64, Detection>,
     newest_ms: i64,
@@ -114,27 +123,23 @@ impl StaleWatch {
     /// Takes in the next commit; `at_ms` is its commit time.
     pub(crate) fn absorb(&mut self, commit: &Commit, at_ms: i64) {
         self.newest_ms = self.newest_ms.max(at_ms);
-        match commit.marker_operation() {
-            Some(op @ ("compact" | "zorder" | "repair")) => {
-                let by_repair = op == "repair";
-                for remove in &commit.removes {
-                    self.removed.insert(
-                        remove.path.clone(),
-                        Removal {
-                            version: commit.version,
-                            at_ms,
-                            by_repair,
-                        },
-                    );
-                }
-                for repaired in commit.repaired_versions() {
-                    if let Some(detection) = self.found.get_mut(&repaired) {
-                        detection.summary.repaired_by = Some(to_i64(commit.version));
-                    }
-                }
+        // checked before its own removes count: every commit, tablekeeper's included (a
+        // replica that committed from an old snapshot is as stale as any other writer)
+        self.check(commit, at_ms);
+        let by_repair = commit.marker_operation() == Some("repair");
+        for remove in &commit.removes {
+            // the first removal since the file was last added is the one that counts: the
+            // commit that removed it while it was active
+            self.removed.entry(remove.path.clone()).or_insert(Removal {
+                version: commit.version,
+                at_ms,
+                by_repair,
+            });
+        }
+        for repaired in commit.repaired_versions() {
+            if let Some(detection) = self.found.get_mut(&repaired) {
+                detection.summary.repaired_by = Some(to_i64(commit.version));
             }
-            Some(_) => {}
-            None => self.check(commit, at_ms),
         }
         // a file added again (by a repair, say) is active: removing it later is legitimate
         for add in &commit.adds {
@@ -146,28 +151,33 @@ impl StaleWatch {
         let stale: BTreeMap<String, Removal> = commit
             .removes
             .iter()
-            .filter(|r| r.data_change)
             .filter_map(|r| self.removed.get(&r.path).map(|how| (r.path.clone(), *how)))
             .collect();
         if stale.is_empty() {
             return;
         }
-        let rewrite_versions: BTreeSet<u64> = stale.values().map(|r| r.version).collect();
+        let kind = stale_kind(commit);
+        let engine_info = commit
+            .info("engineInfo")
+            .or_else(|| commit.info("clientVersion"))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let removed_before: BTreeSet<u64> = stale.values().map(|r| r.version).collect();
         tracing::warn!(
             version = commit.version,
+            kind = %kind,
+            engine = engine_info.as_deref().unwrap_or("unknown"),
             files = stale.len(),
-            rewrites = ?rewrite_versions,
-            "stale write: a commit removed files a tablekeeper rewrite had already replaced"
+            removed_before = ?removed_before,
+            "stale commit: it removed files an earlier commit had already removed"
         );
         let summary = StaleWrite {
             version: to_i64(commit.version),
             committed_at: DateTime::from_timestamp_millis(at_ms),
+            kind: Some(kind),
             operation: commit.operation().map(str::to_owned),
-            engine_info: commit
-                .info("engineInfo")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            rewrite_versions: rewrite_versions.iter().copied().map(to_i64).collect(),
+            engine_info,
+            rewrite_versions: removed_before.iter().copied().map(to_i64).collect(),
             over_repair: stale.values().any(|r| r.by_repair),
             files: stale.len() as u64,
             sample_files: stale.keys().take(SAMPLE_FILES).cloned().collect(),
@@ -271,6 +281,18 @@ pub(crate) async fn count_stale_rows(
         }
     }
     Ok(Some(total))
+}
+
+/// What a stale commit meant to do: a rewrite changed no data; a commit that only removed files
+/// deleted them; anything else replaced rows.
+fn stale_kind(commit: &Commit) -> StaleKind {
+    if commit.is_rewrite() {
+        StaleKind::Rewrite
+    } else if commit.adds.is_empty() {
+        StaleKind::Delete
+    } else {
+        StaleKind::Overwrite
+    }
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -379,16 +401,61 @@ mod tests {
             &commit(2, &[overwrite(), remove("c", true), add("n", true)]),
             20,
         );
-        // another engine's compaction (dataChange=false) of a file we removed is the guard's
-        // business, not a stale write
+        assert!(watch.summaries().is_empty());
+    }
+
+    #[test]
+    fn another_engines_rewrite_of_removed_files_is_a_stale_rewrite() {
+        let mut watch = StaleWatch::new(DEFAULT_STALE_WATCH);
+        watch.absorb(&commit(0, &[add("a", true), add("b", true)]), 0);
         watch.absorb(
             &commit(
-                3,
-                &[info(r#"{"operation":"OPTIMIZE"}"#), remove("a", false)],
+                1,
+                &[
+                    tk("compact", ""),
+                    remove("a", false),
+                    remove("b", false),
+                    add("c", false),
+                ],
             ),
-            30,
+            10,
         );
-        assert!(watch.summaries().is_empty());
+        // another engine's compaction (dataChange=false) from the snapshot before it
+        watch.absorb(
+            &commit(
+                2,
+                &[
+                    info(r#"{"operation":"OPTIMIZE","clientVersion":"delta-rs.py-1.6.6"}"#),
+                    remove("a", false),
+                    remove("b", false),
+                    add("d", false),
+                ],
+            ),
+            20,
+        );
+        let found = watch.summaries();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].version, 2);
+        assert_eq!(found[0].kind, Some(StaleKind::Rewrite));
+        assert_eq!(found[0].engine_info.as_deref(), Some("delta-rs.py-1.6.6"));
+        assert_eq!(found[0].rewrite_versions, [1]);
+        assert_eq!(found[0].files, 2);
+    }
+
+    #[test]
+    fn a_commit_that_only_removes_files_is_a_stale_delete() {
+        let mut watch = StaleWatch::new(DEFAULT_STALE_WATCH);
+        watch.absorb(
+            &commit(1, &[tk("compact", ""), remove("a", false), add("c", false)]),
+            10,
+        );
+        watch.absorb(
+            &commit(2, &[info(r#"{"operation":"DELETE"}"#), remove("a", true)]),
+            20,
+        );
+        let found = watch.summaries();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, Some(StaleKind::Delete));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Stale writes over tablekeeper's rewrites: a writer whose snapshot predates a compaction
-//! overwrites the table; the probe finds it, repair restores exactly what the writer meant.
+//! Stale commits over earlier rewrites: a writer whose snapshot predates a compaction overwrites
+//! the table, or another engine (python deltalake) compacts from such a snapshot; the probe
+//! finds it, repair restores exactly what the writer meant.
 //! Every case checks the rows against a model of what the writer intended, read by deltalake
 //! and by python deltalake.
 
@@ -9,7 +10,7 @@ use deltalake::protocol::SaveMode;
 use deltalake::DeltaTable;
 use tablekeeper_delta::{
     optimize, repair, vacuum, CompactOptions, DeltaError, Optimize, Probe, ProbeOptions, Prober,
-    RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
+    RepairOptions, StaleKind, VacuumMode, VacuumOptions, ZorderOptions,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -306,4 +307,272 @@ async fn vacuum_waits_for_a_pending_repair() {
         .await
         .expect("vacuum after the repair");
     assert_rows(&t, &[1000, 1001], "after repair and vacuum").await;
+}
+
+/// Another engine, python deltalake, compacts the table as it was at `version`: its snapshot
+/// predates what was committed since, and deltalake lets its OPTIMIZE commit over files an
+/// earlier rewrite already replaced (removes marked `dataChange: false` are not checked).
+fn python_compaction_from(t: &TestTable, version: u64) {
+    tablekeeper_delta::fixtures::peers::run_python(
+        "import sys\nfrom deltalake import DeltaTable\n\
+         DeltaTable(sys.argv[1], version=int(sys.argv[2])).optimize.compact()\n",
+        &[&t.uri, &version.to_string()],
+    )
+    .expect("python deltalake compacts from its old snapshot");
+}
+
+async fn run_zorder(t: &TestTable) -> tablekeeper_delta::OpReport {
+    optimize(
+        &t.uri,
+        Optimize::ZOrder(&ZorderOptions {
+            columns: vec!["event_type".into()],
+            target_file_size: 1 << 30,
+            since_version: None,
+            dry_run: false,
+            max_conflict_retries: 0,
+        }),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("z-order")
+}
+
+/// The one pending stale commit the probe finds: a rewrite, by `engine`, over `over`.
+async fn the_stale_rewrite(
+    t: &TestTable,
+    engine: &str,
+    over: &[i64],
+) -> tablekeeper_delta::StaleWrite {
+    let p = probe(t).await;
+    let pending: Vec<_> = p.pending_stale_writes().cloned().collect();
+    assert_eq!(pending.len(), 1, "{:?}", p.stale_writes);
+    let w = pending.into_iter().next().expect("one");
+    assert_eq!(w.kind, Some(StaleKind::Rewrite), "{w:?}");
+    assert!(
+        w.engine_info.as_deref().is_some_and(|e| e.contains(engine)),
+        "{w:?}"
+    );
+    assert_eq!(w.rewrite_versions, over, "{w:?}");
+    w
+}
+
+#[tokio::test]
+async fn another_engines_compaction_from_before_a_compaction_is_found_and_undone() {
+    let t = create_table(false, &[]).await;
+    for i in 0..10 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let snapshot = t.version().await;
+    let compacted = run_compact(&t, 1 << 30).await;
+    python_compaction_from(&t, snapshot);
+    // the hazard, reproduced: both compactions committed, every row is visible twice
+    assert_eq!(t.rows().await.len(), 200);
+
+    let w = the_stale_rewrite(&t, "delta-rs", &compacted.commits).await;
+    assert_eq!(w.operation.as_deref(), Some("OPTIMIZE"));
+    assert_eq!(w.files, 10);
+    assert_eq!(
+        w.rows,
+        Some(100),
+        "the rows it duplicated, from the statistics"
+    );
+
+    let before = t.version().await;
+    let plan = run_repair(&t, true).await;
+    assert_eq!(t.version().await, before, "a dry run writes nothing");
+    let planned = &plan.repairs[0];
+    assert_eq!(planned.stale_write, w.version);
+    assert_eq!(
+        planned.rewrites,
+        vec![w.version],
+        "the stale rewrite itself is undone"
+    );
+    assert_eq!(planned.remove.len(), 1, "its output: {planned:?}");
+    assert_eq!(
+        planned.re_add.len(),
+        0,
+        "every file it removed was stale: {planned:?}"
+    );
+    assert_eq!(planned.stale_rows, Some(100));
+
+    let done = run_repair(&t, false).await;
+    assert_eq!(done.commits.len(), 1, "{done:?}");
+    assert_rows(&t, &(0..100).collect::<Vec<_>>(), "every row once").await;
+    let p = probe(&t).await;
+    assert_eq!(p.stale_writes[0].repaired_by, Some(done.commits[0]));
+    assert!(p.pending_stale_writes().next().is_none());
+}
+
+#[tokio::test]
+async fn only_the_stale_bin_of_another_engines_compaction_is_undone() {
+    let t = create_table(true, &[]).await;
+    for i in 0..6 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    for i in 6..10 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-02")).await;
+    }
+    let snapshot = t.version().await;
+    // tablekeeper compacts the first day only (six small files; the second has four)
+    let mut options = compact_options(1 << 30);
+    options.min_small_files = 5;
+    let compacted = optimize(
+        &t.uri,
+        Optimize::Compact(&options),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction");
+    assert_eq!(
+        compacted.partitions_touched,
+        ["event_date=2026-01-01"],
+        "{compacted:?}"
+    );
+    // the other engine compacts both days from before: one of its two bins is stale
+    python_compaction_from(&t, snapshot);
+    assert_eq!(t.rows().await.len(), 160, "the first day's rows twice");
+
+    let w = the_stale_rewrite(&t, "delta-rs", &compacted.commits).await;
+    assert_eq!(w.files, 6);
+    let done = run_repair(&t, false).await;
+    let planned = &done.repairs[0];
+    assert_eq!(
+        planned.remove.len(),
+        1,
+        "the stale bin's output only: {planned:?}"
+    );
+    assert_eq!(planned.re_add.len(), 0, "{planned:?}");
+    assert_rows(
+        &t,
+        &(0..100).collect::<Vec<_>>(),
+        "after undoing one of two bins",
+    )
+    .await;
+    // the second day keeps the other engine's compaction, the first tablekeeper's
+    assert_eq!(t.active_paths().await.len(), 2);
+}
+
+#[tokio::test]
+async fn another_engines_compaction_from_before_a_z_order_and_a_chain_is_undone() {
+    for chain in [false, true] {
+        let t = create_table(true, &[]).await;
+        for i in 0..4 {
+            t.append(&rows(i * 10..i * 10 + 5, "2026-01-01")).await;
+            t.append(&rows(i * 10 + 5..i * 10 + 10, "2026-01-02")).await;
+        }
+        let snapshot = t.version().await;
+        let compacted = if chain {
+            run_compact(&t, 1 << 30).await.commits
+        } else {
+            Vec::new()
+        };
+        let zordered = run_zorder(&t).await;
+        assert!(!zordered.commits.is_empty(), "{zordered:?}");
+        python_compaction_from(&t, snapshot);
+        assert_eq!(t.rows().await.len(), 80, "chain {chain}: every row twice");
+        // the files it removed were removed first by the first of tablekeeper's rewrites
+        let first = if chain { &compacted } else { &zordered.commits };
+        let w = the_stale_rewrite(&t, "delta-rs", first).await;
+        assert_eq!(w.files, 8);
+        run_repair(&t, false).await;
+        assert_rows(&t, &(0..40).collect::<Vec<_>>(), &format!("chain {chain}")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stale_rewrite_rewritten_again_is_undone_through_the_chain() {
+    let t = create_table(false, &[]).await;
+    for i in 0..5 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let snapshot = t.version().await;
+    run_compact(&t, 1 << 30).await; // f1..f5 -> X
+    python_compaction_from(&t, snapshot); // f1..f5 -> Y, every row twice
+    t.append(&rows(50..60, "2026-01-01")).await;
+    // a later compaction (tablekeeper's, run by hand past the planner) folds X, Y and the new
+    // file into one: the duplicates now live inside one file
+    run_compact(&t, 1 << 30).await;
+    assert_eq!(t.rows().await.len(), 110);
+
+    let done = run_repair(&t, false).await;
+    let planned = &done.repairs[0];
+    assert_eq!(
+        planned.rewrites.len(),
+        2,
+        "the stale rewrite and the one over it: {planned:?}"
+    );
+    assert_eq!(planned.remove.len(), 1, "{planned:?}");
+    assert_eq!(
+        planned.re_add.len(),
+        2,
+        "X and the appended file come back: {planned:?}"
+    );
+    assert_rows(&t, &(0..60).collect::<Vec<_>>(), "after undoing the chain").await;
+}
+
+#[tokio::test]
+async fn tablekeepers_own_stale_rewrite_is_found_and_undone() {
+    let t = create_table(false, &[]).await;
+    for i in 0..6 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    // a replica that loaded the table, lost its lease and committed anyway: its compaction
+    // commits from the snapshot it held, with tablekeeper's marker
+    let held = t.open().await;
+    let compacted = run_compact(&t, 1 << 30).await;
+    let marker = serde_json::json!({"operation": "compact", "runId": "lost-lease-replica"});
+    held.optimize()
+        .with_commit_properties(
+            deltalake::kernel::transaction::CommitProperties::default()
+                .with_metadata([("tablekeeper".to_owned(), marker)]),
+        )
+        .await
+        .expect("the stale compaction commits");
+    assert_eq!(t.rows().await.len(), 120);
+
+    let w = the_stale_rewrite(&t, "delta-rs", &compacted.commits).await;
+    assert_eq!(w.files, 6);
+    run_repair(&t, false).await;
+    assert_rows(
+        &t,
+        &(0..60).collect::<Vec<_>>(),
+        "after undoing our own stale rewrite",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_overwrite_planned_between_two_compactions_keeps_only_what_it_did_not_see_removed() {
+    let t = create_table(false, &[]).await;
+    for i in 0..5 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    run_compact(&t, 1 << 30).await; // f1..f5 -> X
+    let writer = t.open().await; // sees X only
+    t.append(&rows(50..60, "2026-01-01")).await;
+    run_compact(&t, 1 << 30).await; // X + f6 -> Y
+    let new = rows(1000..1003, "2026-01-02");
+    stale_overwrite(writer, &new).await;
+
+    let done = run_repair(&t, false).await;
+    let planned = &done.repairs[0];
+    assert_eq!(
+        planned.rewrites.len(),
+        1,
+        "only the compaction after its snapshot: {planned:?}"
+    );
+    assert_eq!(
+        planned.re_add.len(),
+        1,
+        "the file appended after its snapshot: {planned:?}"
+    );
+    // the rows of X, which it meant to remove, do not come back
+    let mut expected = ids(&new);
+    expected.extend(50..60);
+    assert_rows(
+        &t,
+        &expected,
+        "after repairing an overwrite between compactions",
+    )
+    .await;
 }

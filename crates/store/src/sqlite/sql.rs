@@ -166,8 +166,8 @@ pub(super) const STATEMENTS: Statements = Statements {
          WHERE version - prev > 1 ORDER BY gap_from",
     insert_stale_write: "INSERT INTO stale_writes \
          (table_name, version, committed_at, operation, engine_info, rewrite_versions, files, \
-          sample_files, \"rows\", over_repair, repaired_by) \
-         VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', ?3), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+          sample_files, \"rows\", over_repair, repaired_by, kind) \
+         VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', ?3), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
          ON CONFLICT (table_name, version) DO NOTHING",
     update_stale_write: "UPDATE stale_writes SET \
            \"rows\" = COALESCE(\"rows\", ?3), repaired_by = COALESCE(repaired_by, ?4) \
@@ -175,7 +175,7 @@ pub(super) const STATEMENTS: Statements = Statements {
            AND ((\"rows\" IS NULL AND ?3 IS NOT NULL) OR (repaired_by IS NULL AND ?4 IS NOT NULL))",
     stale_writes: "SELECT table_name, version, committed_at, operation, \
            engine_info, rewrite_versions, files, sample_files, \"rows\", over_repair, repaired_by, \
-           detected_at \
+           detected_at, kind \
          FROM stale_writes WHERE (?1 IS NULL OR table_name = ?1) \
          ORDER BY table_name, version",
     beat_replica: "INSERT INTO replicas (replica_id) VALUES (?1) \
