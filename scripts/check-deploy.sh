@@ -85,6 +85,7 @@ CONTRACT_METRICS = {
     "tablekeeper_bytes_rewritten_total",
     "tablekeeper_bytes_reclaimed_total",
     "tablekeeper_stale_writes_total",
+    "tablekeeper_foreign_rewrites_total",
     "tablekeeper_table_deleted_rows",
     "tablekeeper_erasure_pending_seconds",
     "tablekeeper_inventory_tables",
@@ -95,6 +96,7 @@ CONTRACT_METRICS = {
 ADDITIVE_METRICS = {
     "tablekeeper_erasure_deadline_seconds",
     "tablekeeper_last_stale_write_timestamp_seconds",
+    "tablekeeper_last_foreign_rewrite_timestamp_seconds",
 }
 HISTOGRAMS = {"tablekeeper_job_duration_seconds"}
 ALLOWED = (

@@ -3,3 +3,11 @@
 -- data); NULL for rows recorded before kinds were told apart.
 ALTER TABLE stale_writes ADD COLUMN kind TEXT
     CHECK (kind IN ('overwrite', 'delete', 'rewrite'));
+
+-- Who rewrites a table besides tablekeeper (README "Data safety"): each recorded commit says
+-- whether it only moved rows between files (`rewrite`: removes and adds all marked
+-- dataChange false, no change data; tablekeeper's repairs excluded) and, for tablekeeper's
+-- own commits, which operation wrote it. A rewrite with no tablekeeper operation is another
+-- engine's: `tablekeeper_foreign_rewrites_total` counts them. NULL in rows recorded before.
+ALTER TABLE table_commits ADD COLUMN rewrite BOOLEAN;
+ALTER TABLE table_commits ADD COLUMN tablekeeper_operation TEXT;

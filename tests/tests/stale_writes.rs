@@ -373,6 +373,27 @@ async fn two_replicas_find_and_undo_another_engines_compaction_from_a_stale_snap
         .await
         .unwrap_or_else(|e| panic!("{e}; logs:\n{}", logs()));
     }
+    // python's compaction is also another engine's rewrite: counted from the job store on
+    // every replica, with the commit time the owner's warning reads
+    for daemon in &replicas {
+        wait_until(
+            Duration::from_secs(30),
+            "the foreign rewrite to be counted on every replica",
+            || async {
+                let m = daemon.metrics().await.unwrap_or_default();
+                let table = "table=\"py.teamjob\"";
+                metric_value(&m, "tablekeeper_foreign_rewrites_total", table) == Some(1.0)
+                    && metric_value(
+                        &m,
+                        "tablekeeper_last_foreign_rewrite_timestamp_seconds",
+                        table,
+                    )
+                    .is_some()
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}; logs:\n{}", logs()));
+    }
     let view: serde_json::Value =
         reqwest::get(format!("{}/api/v1/tables/py.teamjob", replicas[1].base_url))
             .await
@@ -381,6 +402,11 @@ async fn two_replicas_find_and_undo_another_engines_compaction_from_a_stale_snap
             .await
             .unwrap();
     assert_eq!(view["stale_writes"][0]["kind"], "rewrite", "{view}");
+    assert_eq!(view["foreign_rewrites"]["rewrites"], 1, "{view}");
+    assert_eq!(
+        view["foreign_rewrites"]["last_version"], stale_version,
+        "{view}"
+    );
     for daemon in &replicas {
         daemon.signal("TERM").unwrap();
     }

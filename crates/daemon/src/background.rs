@@ -266,6 +266,32 @@ async fn refresh_store_gauges(rt: &Runtime) {
         }
         Err(e) => warn!(error = %e, "cannot read stale writes"),
     }
+    // Rewrites by other engines, from the history every replica records: the same count on
+    // every replica, the alert's time only where tablekeeper owns the table's rewrites.
+    match rt.store.foreign_rewrites().await {
+        Ok(rows) => {
+            let mut by_table: std::collections::BTreeMap<String, _> = rows
+                .into_iter()
+                .map(|r| (r.table_name.clone(), r))
+                .collect();
+            for spec in &rt.fleet.inventory().tables {
+                let row = by_table.remove(&spec.name);
+                if let Some(r) = &row {
+                    let owned =
+                        spec.writers.rewrites == tablekeeper_inventory::RewriteOwner::Tablekeeper;
+                    rt.metrics.set_foreign_rewrites(
+                        &spec.name,
+                        u64::try_from(r.rewrites).unwrap_or(0),
+                        Some(r.last_timestamp),
+                        owned,
+                    );
+                }
+                rt.fleet
+                    .update_state(&spec.name, |s| s.foreign_rewrites = row);
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read other engines' rewrites"),
+    }
     // Pauses set through the API on any replica.
     match rt.store.paused_overrides().await {
         Ok(overrides) => {

@@ -177,6 +177,8 @@ fn commit_row(record: &CommitRecord) -> CommitRow {
         engine_info: record.engine_info.clone(),
         user_name: record.user_name.clone(),
         is_blind_append: record.is_blind_append,
+        rewrite: Some(record.rewrite),
+        tablekeeper_operation: record.tablekeeper_operation.clone(),
     }
 }
 

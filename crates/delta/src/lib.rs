@@ -56,7 +56,7 @@ pub use log::checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use log::history::CommitRecord;
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
 pub use probe::prober::{
-    HistoryBatch, OverwriteCommit, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
+    ForeignCommit, HistoryBatch, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
     DEFAULT_PRESENCE_EVERY,
 };
 pub use report::{OpReport, PlannedFile, RepairPlan, RetentionDrift, MAX_REPORTED_PATHS};

@@ -110,6 +110,9 @@ pub(crate) struct Statements {
     pub insert_commit: &'static str,
     /// 1 table, 2 before (exclusive) or NULL, 3 limit. Commit columns, newest first.
     pub history: &'static str,
+    /// Per table: how many recorded commits are rewrites by another engine, and the newest
+    /// (table, count, version, time, operation, engine).
+    pub foreign_rewrites: &'static str,
     /// 1 table. Columns `oldest` (recorded) and `through` (end of the run of versions
     /// recorded without a hole from it).
     pub recorded_range: &'static str,

@@ -30,6 +30,26 @@ pub struct CommitRow {
     pub engine_info: Option<String>,
     pub user_name: Option<String>,
     pub is_blind_append: Option<bool>,
+    /// Whether the commit only moved rows between files (compaction, Z-order, purge);
+    /// `None` in rows recorded before this was kept.
+    #[serde(default)]
+    pub rewrite: Option<bool>,
+    /// The tablekeeper operation that wrote it; `None` for every other writer.
+    #[serde(default)]
+    pub tablekeeper_operation: Option<String>,
+}
+
+/// Rewrites of one table by engines other than tablekeeper, from `table_commits`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForeignRewriteRow {
+    pub table_name: String,
+    /// How many are recorded.
+    pub rewrites: i64,
+    /// The newest one.
+    pub last_version: i64,
+    pub last_timestamp: DateTime<Utc>,
+    pub last_operation: Option<String>,
+    pub last_engine_info: Option<String>,
 }
 
 /// A stale write as `stale_writes` holds it.

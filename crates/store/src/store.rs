@@ -27,7 +27,9 @@ use uuid::Uuid;
 
 use crate::dialect::{args, Arg, Backend, Dialect, Record, Statements, Tx};
 use crate::error::StoreError;
-use crate::history::{clamp_history_limit, CommitRow, StaleWriteRow, HISTORY_BATCH};
+use crate::history::{
+    clamp_history_limit, CommitRow, ForeignRewriteRow, StaleWriteRow, HISTORY_BATCH,
+};
 use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
     Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,
@@ -79,6 +81,7 @@ tablekeeper_vocab::closed_set! {
         RecordedRange => "recorded_range",
         HistoryGaps => "history_gaps",
         RecordStaleWrites => "record_stale_writes",
+        ForeignRewrites => "foreign_rewrites",
         StaleWrites => "stale_writes",
         BeatReplica => "beat_replica",
         LeaveReplica => "leave_replica",
@@ -888,7 +891,9 @@ impl JobStore {
                         Arg::Json(c.operation_metrics.clone()),
                         c.engine_info.as_deref(),
                         c.user_name.as_deref(),
-                        c.is_blind_append
+                        c.is_blind_append,
+                        c.rewrite,
+                        c.tablekeeper_operation.as_deref()
                     );
                     inserted += tx.execute(self.sql().insert_commit, args).await?;
                 }
@@ -923,6 +928,8 @@ impl JobStore {
                         engine_info: r.opt_text("engine_info")?,
                         user_name: r.opt_text("user_name")?,
                         is_blind_append: r.opt_bool("is_blind_append")?,
+                        rewrite: r.opt_bool("rewrite")?,
+                        tablekeeper_operation: r.opt_text("tablekeeper_operation")?,
                     })
                 })
                 .collect()
@@ -987,6 +994,29 @@ impl JobStore {
             }
             tx.commit().await?;
             Ok(inserted)
+        })
+        .await
+    }
+
+    /// Every table's rewrites by engines other than tablekeeper recorded in `table_commits`
+    /// (tables without one are left out), by table.
+    pub async fn foreign_rewrites(&self) -> Result<Vec<ForeignRewriteRow>, StoreError> {
+        self.measured(StoreOp::ForeignRewrites, async {
+            self.dialect
+                .fetch(self.sql().foreign_rewrites, args!())
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(ForeignRewriteRow {
+                        table_name: r.text("table_name")?,
+                        rewrites: r.int("rewrites")?,
+                        last_version: r.int("version")?,
+                        last_timestamp: r.time("timestamp")?,
+                        last_operation: r.opt_text("operation")?,
+                        last_engine_info: r.opt_text("engine_info")?,
+                    })
+                })
+                .collect()
         })
         .await
     }

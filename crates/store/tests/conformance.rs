@@ -56,6 +56,7 @@ conformance!(
     history_coalesces_and_pages_newest_first,
     recorded_range_stops_at_the_first_hole_and_gaps_name_it,
     stale_writes_coalesce_and_fill_in_what_was_missing,
+    foreign_rewrites_count_other_engines_rewrites_only,
     failure_streaks_count_every_replicas_failures_since_the_last_success,
     one_cron_tick_makes_one_job_even_after_it_started,
     pauses_are_shared_and_last_write_wins,
@@ -899,6 +900,8 @@ mod suite {
             engine_info: Some("Apache-Spark/3.5.0 Delta-Lake/3.1.0".into()),
             user_name: None,
             is_blind_append: Some(true),
+            rewrite: Some(false),
+            tablekeeper_operation: None,
         }
     }
 
@@ -969,6 +972,53 @@ mod suite {
             repaired_by: None,
             detected_at: None,
         }
+    }
+
+    pub async fn foreign_rewrites_count_other_engines_rewrites_only(store: &JobStore) {
+        let rewrite = |version: i64, by_tablekeeper: Option<&str>, engine: &str| {
+            let mut c = commit(version, "OPTIMIZE");
+            c.rewrite = Some(true);
+            c.tablekeeper_operation = by_tablekeeper.map(str::to_owned);
+            c.engine_info = Some(engine.into());
+            c
+        };
+        let commits = vec![
+            commit(1, "WRITE"),
+            rewrite(2, Some("compact"), "delta-rs:1.1.2"),
+            rewrite(3, None, "delta-rs:py-1.6.6"),
+            commit(4, "WRITE"),
+            rewrite(5, None, "Apache-Spark/3.5.0 Delta-Lake/3.1.0"),
+            // recorded before rewrites were told apart
+            CommitRow {
+                rewrite: None,
+                ..commit(6, "OPTIMIZE")
+            },
+        ];
+        store.record_commits("t", &commits).await.unwrap();
+        store
+            .record_commits("u", &[rewrite(1, Some("zorder"), "delta-rs:1.1.2")])
+            .await
+            .unwrap();
+        let found = store.foreign_rewrites().await.unwrap();
+        assert_eq!(
+            found.len(),
+            1,
+            "tablekeeper's own rewrites do not count: {found:?}"
+        );
+        let t = &found[0];
+        assert_eq!(t.table_name, "t");
+        assert_eq!(t.rewrites, 2);
+        assert_eq!(t.last_version, 5);
+        assert_eq!(t.last_operation.as_deref(), Some("OPTIMIZE"));
+        assert_eq!(
+            t.last_engine_info.as_deref(),
+            Some("Apache-Spark/3.5.0 Delta-Lake/3.1.0")
+        );
+        // the history route reads the new columns back
+        let history = store.history("t", None, 10).await.unwrap();
+        assert_eq!(history[1].rewrite, Some(true));
+        assert_eq!(history[1].tablekeeper_operation, None);
+        assert_eq!(history[0].rewrite, None);
     }
 
     pub async fn stale_writes_coalesce_and_fill_in_what_was_missing(store: &JobStore) {

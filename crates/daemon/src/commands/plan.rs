@@ -112,6 +112,25 @@ fn render_text(views: &[TableView]) -> String {
         for d in &v.drift {
             let _ = writeln!(out, "  drift ({}): {}", d.kind.as_str(), d.detail);
         }
+        if let Some(newest) = v
+            .probe
+            .as_ref()
+            .and_then(|p| p.recent_foreign_rewrites.first())
+        {
+            let _ = writeln!(
+                out,
+                "  rewritten by another engine: version {} ({}) by {}{}",
+                newest.version,
+                newest.operation.as_deref().unwrap_or("unknown operation"),
+                newest.engine_info.as_deref().unwrap_or("an unknown engine"),
+                if v.rewrites_owned {
+                    "; only one engine may rewrite a table: stop the other job, or declare \
+                     `writers.rewrites: external`"
+                } else {
+                    " (`writers.rewrites: external`)"
+                }
+            );
+        }
         if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
             let deleted = v.erasure.as_ref().map_or(0, |e| e.deleted_rows);
             let _ = writeln!(

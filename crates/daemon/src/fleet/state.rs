@@ -29,6 +29,8 @@ pub(crate) struct TableState {
     pub paused_by_api: Option<bool>,
     /// Stale writes recorded in the job store by any replica.
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
+    /// Rewrites of the table by other engines recorded in the job store (any replica).
+    pub foreign_rewrites: Option<tablekeeper_store::ForeignRewriteRow>,
     /// When the table is probed next.
     pub cadence: super::cadence::Cadence,
 }

@@ -83,6 +83,8 @@ pub(crate) struct TableView {
     pub owner: String,
     pub concurrency_key: String,
     pub paused: bool,
+    /// Whether tablekeeper rewrites the table (`writers.rewrites`).
+    pub rewrites_owned: bool,
     pub health: Health,
     pub health_reasons: Vec<String>,
     pub probe_error: Option<String>,
@@ -95,6 +97,8 @@ pub(crate) struct TableView {
     pub operations: Vec<OperationView>,
     /// Stale writes recorded for the table (job store, every replica), oldest first.
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
+    /// Rewrites of the table by other engines (job store, every replica): how many, the newest.
+    pub foreign_rewrites: Option<tablekeeper_store::ForeignRewriteRow>,
     /// Whether a repair is needed now, and why.
     pub repair: Decision,
     /// When the table's deleted rows are physically gone (from the last probe).
@@ -135,6 +139,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         owner: spec.owner.clone(),
         concurrency_key: spec.concurrency_key.clone(),
         paused: spec.paused,
+        rewrites_owned: spec.writers.rewrites == tablekeeper_inventory::RewriteOwner::Tablekeeper,
         health,
         health_reasons,
         probe_error: state.probe_error.clone(),
@@ -144,6 +149,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         drift,
         operations,
         stale_writes: state.stale_writes.clone(),
+        foreign_rewrites: state.foreign_rewrites.clone(),
         repair,
         erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
     }

@@ -190,6 +190,24 @@ pub async fn table_page(
             h2 { "Erasure" }
             p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }
         }
+        @if let Some(p) = v.probe.as_deref().filter(|p| !p.recent_foreign_rewrites.is_empty()) {
+            h2 { "Rewrites by other engines" }
+            p.(if v.rewrites_owned { "warn" } else { "" }) {
+                @if v.rewrites_owned {
+                    "Only one engine may rewrite a table: stop the other job, or declare `writers.rewrites: external`."
+                } @else {
+                    "Another engine owns this table's rewrites (`writers.rewrites: external`)."
+                }
+                @if let Some(f) = &v.foreign_rewrites { " " (f.rewrites) " recorded in all." }
+            }
+            ul { @for c in &p.recent_foreign_rewrites {
+                li {
+                    "version " (c.version) " " (c.operation.as_deref().unwrap_or("unknown operation"))
+                    " by " (c.engine_info.as_deref().unwrap_or("an unknown engine"))
+                    @if let Some(at) = c.committed_at { " at " (at.format("%Y-%m-%d %H:%M UTC")) }
+                }
+            } }
+        }
         @if !v.stale_writes.is_empty() {
             h2 { "Stale writes" }
             ul { @for w in &v.stale_writes {

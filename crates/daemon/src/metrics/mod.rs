@@ -39,6 +39,16 @@ const DURATION_BUCKETS: &[f64] = &[
 /// database that stalls up to the 30 s call timeout.
 const STORE_CALL_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
 
+/// Brings a table's counter that follows a count in the job store up to `recorded`: it never
+/// goes down, and a replica that already counted some adds only the rest.
+fn raise_to(counter: &IntCounterVec, table: &str, recorded: u64) {
+    let counter = counter.with_label_values(&[table]);
+    let current = counter.get();
+    if recorded > current {
+        counter.inc_by(recorded - current);
+    }
+}
+
 /// The registry and handles of all tablekeeper metrics.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
@@ -54,6 +64,7 @@ pub(crate) struct Metrics {
     bytes_rewritten_total: IntCounterVec,
     bytes_reclaimed_total: IntCounterVec,
     stale_writes_total: IntCounterVec,
+    foreign_rewrites_total: IntCounterVec,
     inventory_tables: IntGauge,
     inventory_reload_failures_total: IntCounter,
     build_info: IntGaugeVec,
@@ -132,6 +143,13 @@ impl Metrics {
                 ),
                 table,
             )?,
+            foreign_rewrites_total: IntCounterVec::new(
+                opts(
+                    "foreign_rewrites_total",
+                    "Rewrite commits (OPTIMIZE, Z-order, REORG, ...) by engines other than tablekeeper, from the job store",
+                ),
+                table,
+            )?,
             inventory_tables: IntGauge::with_opts(opts(
                 "inventory_tables",
                 "Tables in the loaded inventory",
@@ -200,6 +218,7 @@ impl Metrics {
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
         r.register(Box::new(self.bytes_reclaimed_total.clone()))?;
         r.register(Box::new(self.stale_writes_total.clone()))?;
+        r.register(Box::new(self.foreign_rewrites_total.clone()))?;
         r.register(Box::new(self.inventory_tables.clone()))?;
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
@@ -266,6 +285,7 @@ impl Metrics {
             &self.bytes_rewritten_total,
             &self.bytes_reclaimed_total,
             &self.stale_writes_total,
+            &self.foreign_rewrites_total,
         ] {
             let _ = counter.remove_label_values(&[table]);
         }
@@ -330,16 +350,34 @@ impl Metrics {
         if recorded == 0 {
             return;
         }
-        let counter = self.stale_writes_total.with_label_values(&[table]);
-        let current = counter.get();
-        if recorded > current {
-            counter.inc_by(recorded - current);
-        }
+        raise_to(&self.stale_writes_total, table, recorded);
         if let Some(at) = last_detected {
             self.tables.update(table, |row| {
                 row.last_stale_write_seconds = Some(at.timestamp() as f64);
             });
         }
+    }
+
+    /// Brings `tablekeeper_foreign_rewrites_total{table}` up to `recorded`, the rewrites by
+    /// other engines `table_commits` holds for the table, and, when tablekeeper owns the
+    /// table's rewrites (`alert`), sets when the latest was committed. Like the stale-write
+    /// series, both appear with the first one at the fleet-wide figures; a table whose
+    /// rewrites belong to another engine (`writers.rewrites: external`) keeps its count and
+    /// exports no time, so its owner is not paged for what the inventory declared.
+    pub(crate) fn set_foreign_rewrites(
+        &self,
+        table: &str,
+        recorded: u64,
+        last_at: Option<DateTime<Utc>>,
+        alert: bool,
+    ) {
+        if recorded == 0 {
+            return;
+        }
+        raise_to(&self.foreign_rewrites_total, table, recorded);
+        let at = last_at.filter(|_| alert).map(|t| t.timestamp() as f64);
+        self.tables
+            .update(table, |row| row.last_foreign_rewrite_seconds = at);
     }
 
     // ------------------------------------------------------------ jobs

@@ -29,6 +29,8 @@ pub(super) struct Row {
     pub drift: Vec<DriftKind>,
     pub erasure_deadline_seconds: Option<f64>,
     pub last_stale_write_seconds: Option<f64>,
+    /// Set only for tables whose rewrites tablekeeper owns: the alert reads it.
+    pub last_foreign_rewrite_seconds: Option<f64>,
 }
 
 /// One operation's series of a table; `None` where the series does not exist.
@@ -147,10 +149,11 @@ enum Family {
     ErasureDeadline,
     Drift,
     LastStaleWrite,
+    LastForeignRewrite,
 }
 
 impl Family {
-    const ALL: [Family; 15] = [
+    const ALL: [Family; 16] = [
         Family::Info,
         Family::LastSuccess,
         Family::Staleness,
@@ -166,6 +169,7 @@ impl Family {
         Family::ErasureDeadline,
         Family::Drift,
         Family::LastStaleWrite,
+        Family::LastForeignRewrite,
     ];
 
     fn name(self) -> &'static str {
@@ -185,6 +189,7 @@ impl Family {
             Family::ErasureDeadline => "tablekeeper_erasure_deadline_seconds",
             Family::Drift => "tablekeeper_drift",
             Family::LastStaleWrite => "tablekeeper_last_stale_write_timestamp_seconds",
+            Family::LastForeignRewrite => "tablekeeper_last_foreign_rewrite_timestamp_seconds",
         }
     }
 
@@ -205,6 +210,7 @@ impl Family {
             Family::ErasureDeadline => "The inventory's retention.erasure_deadline: deleted rows must be physically gone within it",
             Family::Drift => "1 when the live table disagrees with the inventory (kind: retention, protocol, partitioning)",
             Family::LastStaleWrite => "When the job store first recorded the table's latest stale write (any replica)",
+            Family::LastForeignRewrite => "Commit time of the latest rewrite by another engine of a table tablekeeper rewrites, from the job store (any replica)",
         }
     }
 
@@ -242,6 +248,11 @@ impl Family {
             }
             Family::LastStaleWrite => {
                 if let Some(at) = row.last_stale_write_seconds {
+                    emit(&[], at);
+                }
+            }
+            Family::LastForeignRewrite => {
+                if let Some(at) = row.last_foreign_rewrite_seconds {
                     emit(&[], at);
                 }
             }

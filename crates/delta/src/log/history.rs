@@ -24,6 +24,13 @@ pub struct CommitRecord {
     pub engine_info: Option<String>,
     pub user_name: Option<String>,
     pub is_blind_append: Option<bool>,
+    /// Whether the commit only moved rows between files (a compaction, Z-order or purge, by
+    /// any engine; see `Commit::is_rewrite`).
+    #[serde(default)]
+    pub rewrite: bool,
+    /// The tablekeeper operation that wrote it; `None` for every other writer.
+    #[serde(default)]
+    pub tablekeeper_operation: Option<String>,
 }
 
 impl CommitRecord {
@@ -42,6 +49,8 @@ impl CommitRecord {
             engine_info: text("engineInfo"),
             user_name: text("userName"),
             is_blind_append: commit.info("isBlindAppend").and_then(Value::as_bool),
+            rewrite: commit.is_rewrite(),
+            tablekeeper_operation: commit.marker_operation().map(str::to_owned),
         })
     }
 }

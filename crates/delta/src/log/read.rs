@@ -336,6 +336,14 @@ impl Commit {
         self.info_timestamp_ms().or(self.modified_ms)
     }
 
+    /// Which engine wrote the commit: `commitInfo.engineInfo` (Spark, Databricks, delta-rs
+    /// since 0.17), else `clientVersion` (older delta-rs).
+    pub fn engine(&self) -> Option<&str> {
+        self.info("engineInfo")
+            .or_else(|| self.info("clientVersion"))
+            .and_then(Value::as_str)
+    }
+
     /// `commitInfo.operation`, e.g. `OPTIMIZE`, `VACUUM END`.
     pub fn operation(&self) -> Option<&str> {
         self.commit_info.as_ref()?.get("operation")?.as_str()

@@ -97,16 +97,18 @@ impl ProbeOptions {
     }
 }
 
-/// A full overwrite by another writer (see [`crate::watch::stale`]).
+/// A commit by another writer the planner and operators must know of: a full overwrite (see
+/// [`crate::watch::stale`]), or a rewrite by another engine (compaction, Z-order, purge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OverwriteCommit {
+pub struct ForeignCommit {
     pub version: i64,
     pub committed_at: Option<DateTime<Utc>>,
     pub operation: Option<String>,
     pub engine_info: Option<String>,
 }
 
-/// At most this many recent overwrites are listed in a probe (the newest).
+/// At most this many recent overwrites, and as many recent foreign rewrites, are listed in a
+/// probe (the newest).
 const LISTED_OVERWRITES: usize = 10;
 
 /// Commits read since the last [`Prober::take_history`], for `table_commits`.
@@ -166,7 +168,11 @@ pub struct Probe {
     pub stale_writes: Vec<StaleWrite>,
     /// Full overwrites by other writers inside the watch window, newest first (at most 10).
     #[serde(default)]
-    pub recent_overwrites: Vec<OverwriteCommit>,
+    pub recent_overwrites: Vec<ForeignCommit>,
+    /// Rewrites (compaction, Z-order, purge) by engines other than tablekeeper inside the
+    /// watch window, newest first (at most 10): only one engine may rewrite a table.
+    #[serde(default)]
+    pub recent_foreign_rewrites: Vec<ForeignCommit>,
     /// Active files carrying a deletion vector.
     #[serde(default)]
     pub files_with_deletion_vectors: u64,
@@ -225,7 +231,9 @@ struct History {
     /// Stale writes whose rows were counted (or could not be).
     stale_counted: std::collections::BTreeSet<i64>,
     /// Full overwrites by other writers inside the watch window, oldest first.
-    overwrites: VecDeque<OverwriteCommit>,
+    overwrites: VecDeque<ForeignCommit>,
+    /// Rewrites by other engines inside the watch window, oldest first.
+    foreign_rewrites: VecDeque<ForeignCommit>,
     watch_ms: i64,
     /// Records not yet taken by [`Prober::take_history`].
     unrecorded: Vec<CommitRecord>,
@@ -251,6 +259,7 @@ impl History {
             stale: StaleWatch::new(watch),
             stale_counted: Default::default(),
             overwrites: VecDeque::new(),
+            foreign_rewrites: VecDeque::new(),
             watch_ms: i64::try_from(watch.as_millis()).unwrap_or(i64::MAX),
             unrecorded: Vec::new(),
             erasure: ErasureLedger::default(),
@@ -282,16 +291,17 @@ impl History {
         }
         self.stale.absorb(commit, ts);
         self.erasure.absorb(commit, ts);
+        let foreign = || ForeignCommit {
+            version: to_i64(version),
+            committed_at: millis_to_time(ts),
+            operation: commit.operation().map(str::to_owned),
+            engine_info: commit.engine().map(str::to_owned),
+        };
         if commit.is_full_overwrite() {
-            self.overwrites.push_back(OverwriteCommit {
-                version: to_i64(version),
-                committed_at: millis_to_time(ts),
-                operation: commit.operation().map(str::to_owned),
-                engine_info: commit
-                    .info("engineInfo")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
-            });
+            self.overwrites.push_back(foreign());
+        }
+        if commit.is_rewrite() && commit.marker().is_none() {
+            self.foreign_rewrites.push_back(foreign());
         }
         self.scanned_to = Some(self.scanned_to.map_or(version, |s| s.max(version)));
     }
@@ -306,10 +316,12 @@ impl History {
     fn prune(&mut self, now_ms: i64) {
         self.stale.prune();
         let horizon = now_ms.saturating_sub(self.watch_ms);
-        self.overwrites.retain(|o| {
-            o.committed_at
+        let recent = |c: &ForeignCommit| {
+            c.committed_at
                 .is_some_and(|t| t.timestamp_millis() >= horizon)
-        });
+        };
+        self.overwrites.retain(recent);
+        self.foreign_rewrites.retain(recent);
     }
 }
 
@@ -703,6 +715,13 @@ async fn probe_tracked(
         stale_writes: history.stale.summaries(),
         recent_overwrites: history
             .overwrites
+            .iter()
+            .rev()
+            .take(LISTED_OVERWRITES)
+            .cloned()
+            .collect(),
+        recent_foreign_rewrites: history
+            .foreign_rewrites
             .iter()
             .rev()
             .take(LISTED_OVERWRITES)

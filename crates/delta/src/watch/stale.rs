@@ -157,11 +157,7 @@ impl StaleWatch {
             return;
         }
         let kind = stale_kind(commit);
-        let engine_info = commit
-            .info("engineInfo")
-            .or_else(|| commit.info("clientVersion"))
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
+        let engine_info = commit.engine().map(str::to_owned);
         let removed_before: BTreeSet<u64> = stale.values().map(|r| r.version).collect();
         tracing::warn!(
             version = commit.version,

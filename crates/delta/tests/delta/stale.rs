@@ -576,3 +576,36 @@ async fn an_overwrite_planned_between_two_compactions_keeps_only_what_it_did_not
     )
     .await;
 }
+
+#[tokio::test]
+async fn another_engines_compaction_from_a_fresh_snapshot_is_reported_not_stale() {
+    let t = create_table(false, &[]).await;
+    for i in 0..5 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    run_compact(&t, 1 << 30).await;
+    for i in 5..10 {
+        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
+    }
+    let latest = t.version().await;
+    python_compaction_from(&t, latest); // no race: it sees tablekeeper's compaction
+    let p = probe(&t).await;
+    assert!(p.stale_writes.is_empty(), "{:?}", p.stale_writes);
+    assert_eq!(
+        p.recent_foreign_rewrites.len(),
+        1,
+        "{:?}",
+        p.recent_foreign_rewrites
+    );
+    let foreign = &p.recent_foreign_rewrites[0];
+    assert_eq!(foreign.version, i64::try_from(latest + 1).expect("version"));
+    assert_eq!(foreign.operation.as_deref(), Some("OPTIMIZE"));
+    assert!(
+        foreign
+            .engine_info
+            .as_deref()
+            .is_some_and(|e| e.contains("py-")),
+        "python deltalake is named: {foreign:?}"
+    );
+    assert_rows(&t, &(0..100).collect::<Vec<_>>(), "nothing lost or doubled").await;
+}

@@ -148,13 +148,20 @@ pub(super) const STATEMENTS: Statements = Statements {
     paused_overrides: "SELECT table_name, paused FROM table_pauses ORDER BY table_name",
     insert_commit: "INSERT INTO table_commits \
          (table_name, version, \"timestamp\", operation, operation_parameters, operation_metrics, \
-          engine_info, user_name, is_blind_append) \
-         VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', ?3), ?4, ?5, ?6, ?7, ?8, ?9) \
+          engine_info, user_name, is_blind_append, rewrite, tablekeeper_operation) \
+         VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', ?3), ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
          ON CONFLICT (table_name, version) DO NOTHING",
     history: "SELECT version, \"timestamp\", operation, operation_parameters, \
-           operation_metrics, engine_info, user_name, is_blind_append \
+           operation_metrics, engine_info, user_name, is_blind_append, rewrite, \
+           tablekeeper_operation \
          FROM table_commits WHERE table_name = ?1 AND (?2 IS NULL OR version < ?2) \
          ORDER BY version DESC LIMIT ?3",
+    foreign_rewrites: "SELECT table_name, rewrites, version, \"timestamp\", operation, engine_info \
+         FROM (SELECT table_name, version, \"timestamp\", operation, engine_info, \
+                 count(*) OVER (PARTITION BY table_name) AS rewrites, \
+                 row_number() OVER (PARTITION BY table_name ORDER BY version DESC) AS newest \
+               FROM table_commits WHERE rewrite = TRUE AND tablekeeper_operation IS NULL) r \
+         WHERE newest = 1 ORDER BY table_name",
     recorded_range: "SELECT \
            (SELECT min(version) FROM table_commits WHERE table_name = ?1) AS oldest, \
            (SELECT min(t.version) FROM table_commits t WHERE t.table_name = ?1 \
