@@ -186,6 +186,16 @@ impl Daemon {
             .text()
             .await?)
     }
+
+    /// `GET /api/v1/tables/{name}`: the table's view as this replica serves it.
+    pub async fn table_view(&self, name: &str) -> anyhow::Result<serde_json::Value> {
+        Ok(
+            reqwest::get(format!("{}/api/v1/tables/{name}", self.base_url))
+                .await?
+                .json()
+                .await?,
+        )
+    }
 }
 
 impl Drop for Daemon {

@@ -175,12 +175,7 @@ fn start_replica(name: &str, dir: &Path, db: &str, listen: Option<&str>) -> Daem
 
 /// The consecutive failures of Z-order on `p.failing` as a replica's API reports them.
 async fn streak_on(daemon: &Daemon) -> i64 {
-    let view: Value = reqwest::get(format!("{}/api/v1/tables/p.failing", daemon.base_url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view: Value = daemon.table_view("p.failing").await.unwrap();
     view["operations"]
         .as_array()
         .unwrap()

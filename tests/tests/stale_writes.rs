@@ -237,13 +237,7 @@ async fn the_daemon_finds_and_repairs_a_python_overwrite_from_a_stale_snapshot()
     assert!((0.0..300.0).contains(&age), "detected {age} s ago");
     // the API shows it repaired, and further compaction is refused while the overwrite is
     // recent and no overwrite window is declared
-    let view: serde_json::Value =
-        reqwest::get(format!("{}/api/v1/tables/py.snapshots", daemon.base_url))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let view: serde_json::Value = daemon.table_view("py.snapshots").await.unwrap();
     assert_eq!(
         view["stale_writes"][0]["repaired_by"],
         recorded.2.unwrap(),
@@ -394,13 +388,7 @@ async fn two_replicas_find_and_undo_another_engines_compaction_from_a_stale_snap
         .await
         .unwrap_or_else(|e| panic!("{e}; logs:\n{}", logs()));
     }
-    let view: serde_json::Value =
-        reqwest::get(format!("{}/api/v1/tables/py.teamjob", replicas[1].base_url))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let view: serde_json::Value = replicas[1].table_view("py.teamjob").await.unwrap();
     assert_eq!(view["stale_writes"][0]["kind"], "rewrite", "{view}");
     assert_eq!(view["foreign_rewrites"]["rewrites"], 1, "{view}");
     assert_eq!(

@@ -349,8 +349,46 @@ fn classify_store(err: &ObjectStoreError) -> ErrorClass {
         | ObjectStoreError::InvalidPath { .. }
         | ObjectStoreError::NotSupported { .. }
         | ObjectStoreError::NotImplemented { .. } => ErrorClass::Permanent,
+        other if access_denied(other) => ErrorClass::Permanent,
         _ => ErrorClass::Transient,
     }
+}
+
+/// What stores answer a refused credential or permission with: the HTTP status line as the
+/// object store client prints it, and the error codes of S3 (and S3-compatible servers),
+/// Azure Blob Storage and GCS. object_store reports most of these as a generic error (a
+/// 403 on a LIST, for one) with the store's own words in its text, not as
+/// `PermissionDenied`; matched there, a rotated secret makes the table `unreadable` (and
+/// pages its owner) instead of `unknown` for as long as nobody looks.
+const ACCESS_DENIED: &[&str] = &[
+    "401 Unauthorized",
+    "403 Forbidden",
+    "AccessDenied",
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "ExpiredToken",
+    "InvalidToken",
+    "AuthorizationFailure",
+    "AuthorizationPermissionMismatch",
+    "AuthenticationFailed",
+    "InvalidAuthenticationInfo",
+];
+
+/// Throttling that some stores answer with 403 (GCS project quotas) or with an access-like
+/// code: it passes, so it stays transient.
+const THROTTLED: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "SlowDown"];
+
+/// Whether `err` or any error it wraps says the store refused the credentials.
+fn access_denied(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut text = String::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = cause {
+        text.push_str(&current.to_string());
+        text.push('\n');
+        cause = current.source();
+    }
+    ACCESS_DENIED.iter().any(|word| text.contains(word))
+        && !THROTTLED.iter().any(|word| text.contains(word))
 }
 
 /// Walks the `source()` chain looking for an object store or I/O error.
@@ -365,7 +403,12 @@ fn classify_by_cause(err: &DeltaTableError) -> ErrorClass {
         }
         cause = current.source();
     }
-    ErrorClass::Transient
+    // errors deltalake turned into text (the kernel's, `Generic`) keep the store's words
+    if access_denied(err) {
+        ErrorClass::Permanent
+    } else {
+        ErrorClass::Transient
+    }
 }
 
 #[cfg(test)]
@@ -406,6 +449,51 @@ mod tests {
             },
         };
         assert_eq!(classify(&missing), ErrorClass::Permanent);
+    }
+
+    /// A store's refusal as object_store reports a 403 on a LIST: a generic error whose text
+    /// holds the status and the store's code (seen with moto and a wrong secret).
+    fn generic(text: &str) -> DeltaTableError {
+        DeltaTableError::ObjectStore {
+            source: ObjectStoreError::Generic {
+                store: "S3",
+                source: text.to_owned().into(),
+            },
+        }
+    }
+
+    #[test]
+    fn refused_credentials_are_permanent_whatever_the_store_calls_them() {
+        let moto = "Error performing list request: Error performing GET http://127.0.0.1:5056/bucket?list-type=2 in 5ms - Server returned non-2xx status code: 403 Forbidden: <?xml version=\"1.0\"?><Error><Code>InvalidAccessKeyId</Code></Error>";
+        assert_eq!(classify(&generic(moto)), ErrorClass::Permanent);
+        for code in [
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "ExpiredToken",
+            "AuthorizationFailure",
+            "AuthenticationFailed",
+            "401 Unauthorized",
+        ] {
+            assert_eq!(classify(&generic(code)), ErrorClass::Permanent, "{code}");
+        }
+        // deltalake's own text errors keep the store's words too
+        assert_eq!(
+            classify(&DeltaTableError::Generic(format!(
+                "Failed to read delta log object: {moto}"
+            ))),
+            ErrorClass::Permanent
+        );
+        // throttling that answers 403 passes; so does a store that does not answer
+        let quota = "403 Forbidden: {\"error\":{\"errors\":[{\"reason\":\"rateLimitExceeded\"}]}}";
+        assert_eq!(classify(&generic(quota)), ErrorClass::Transient);
+        assert_eq!(
+            classify(&generic("503 Service Unavailable: SlowDown")),
+            ErrorClass::Transient
+        );
+        assert_eq!(
+            classify(&generic("connection refused")),
+            ErrorClass::Transient
+        );
     }
 
     #[test]

@@ -105,13 +105,7 @@ async fn a_table_with_a_missing_data_file_is_reported_and_left_alone() {
         0,
         "maintenance was scheduled on a damaged table"
     );
-    let view: serde_json::Value =
-        reqwest::get(format!("{}/api/v1/tables/faults.damaged", daemon.base_url))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let view: serde_json::Value = daemon.table_view("faults.damaged").await.unwrap();
     assert_eq!(view["health"], "unreadable", "{view}");
     let error = view["probe_error"].as_str().unwrap_or_default();
     assert!(
