@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# The Python side of the tests: a virtualenv with python deltalake (the independent reader
-# and writer every maintenance test checks rows with) and moto's S3 server (the
-# S3-compatible object store the object-store tests run against).
+# The peers of the tests: a virtualenv with python deltalake (the independent reader and
+# writer every maintenance test checks rows with), moto's S3 server (the S3-compatible
+# object store the object-store tests run against) and the Azure Blob client (to create
+# containers), plus Azurite, Microsoft's Azure Blob Storage emulator, from npm.
 #
 # Idempotent and quick once done; the tests run it themselves when the venv is missing, and
 # .ci/run runs it up front. Prints the venv's python on stdout.
 #
-#   scripts/test-env.sh            # create or update ~/.cache/tablekeeper-venv
-#   TABLEKEEPER_TEST_VENV=DIR scripts/test-env.sh
+#   scripts/test-env.sh            # create or update ~/.cache/tablekeeper-venv and
+#                                  # ~/.cache/tablekeeper-azurite
+#   TABLEKEEPER_TEST_VENV=DIR TABLEKEEPER_TEST_AZURITE=DIR scripts/test-env.sh
 set -euo pipefail
 
 VENV="${TABLEKEEPER_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-venv}"
 # pinned: the reader the tests compare with (the version the hazards in DESIGN.md were
 # measured with) and the S3 server
-PACKAGES=("deltalake==1.6.6" "pyarrow==26.0.1" "moto[server]==5.2.5")
+PACKAGES=("deltalake==1.6.6" "pyarrow==26.0.1" "moto[server]==5.2.5" "azure-storage-blob==12.31.1")
+AZURITE="${TABLEKEEPER_TEST_AZURITE:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-azurite}"
+AZURITE_VERSION=3.35.0
 
 lock="$VENV.lock"
 mkdir -p "$(dirname "$VENV")"
@@ -34,5 +38,11 @@ for spec in sys.argv[1:]:
 PY
 then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PACKAGES[@]}" >&2
+fi
+if [[ "$(cat "$AZURITE/installed" 2>/dev/null)" != "$AZURITE_VERSION" ]]; then
+  command -v npm >/dev/null || { echo "test-env: npm is needed for Azurite (apt-get install npm)" >&2; exit 1; }
+  mkdir -p "$AZURITE"
+  npm install --prefix "$AZURITE" --no-audit --no-fund --silent "azurite@$AZURITE_VERSION" >&2
+  echo "$AZURITE_VERSION" >"$AZURITE/installed"
 fi
 echo "$VENV/bin/python"
