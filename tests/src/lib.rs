@@ -63,6 +63,31 @@ pub fn run(args: &[&str]) -> Output {
         .expect("tablekeeper binary runs")
 }
 
+/// `tablekeeper maintain --inventory INVENTORY --table TABLE --operation OPERATION`.
+pub fn maintain(inventory: &Path, table: &str, operation: &str) -> Output {
+    let inventory = inventory.to_str().expect("a UTF-8 path");
+    run(&[
+        "maintain",
+        "--inventory",
+        inventory,
+        "--table",
+        table,
+        "--operation",
+        operation,
+    ])
+}
+
+/// [`maintain`] that must succeed: its JSON result.
+pub fn maintained(inventory: &Path, table: &str, operation: &str) -> serde_json::Value {
+    let out = maintain(inventory, table, operation);
+    assert!(
+        out.status.success(),
+        "{operation} of {table}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("maintain prints JSON")
+}
+
 /// Polls `check` until it returns `Some` or `timeout` passes.
 pub fn wait_for<T>(
     timeout: Duration,

@@ -6,12 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
 use tablekeeper_delta::fixtures::azurite::AzureServer;
 use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_delta::fixtures::read_rows_sorted;
-use tablekeeper_tests::{run, tablekeeper};
+use tablekeeper_tests::{maintained, tablekeeper};
 
 /// Python deltalake: `append N FROM` appends N commits of ten ids from FROM; `overwrite V`
 /// overwrites with ids 1000..1005 from the table as it was at version V. Prints the version.
@@ -35,24 +33,6 @@ fn python(uri: &str, args: &[&str]) -> u64 {
     let mut all = vec![uri];
     all.extend_from_slice(args);
     run_python(WRITER, &all).unwrap().trim().parse().unwrap()
-}
-
-fn maintain(inventory: &Path, operation: &str) -> serde_json::Value {
-    let out = run(&[
-        "maintain",
-        "--inventory",
-        inventory.to_str().unwrap(),
-        "--table",
-        "az.events",
-        "--operation",
-        operation,
-    ]);
-    assert!(
-        out.status.success(),
-        "{operation}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Both readers see exactly `expected` ids.
@@ -97,7 +77,7 @@ async fn maintenance_on_azure_blob_storage_keeps_every_row() {
     .unwrap();
 
     let snapshot = python(&uri, &["append", "10", "0"]);
-    let compacted = maintain(&inventory, "compact");
+    let compacted = maintained(&inventory, "az.events", "compact");
     assert!(
         !compacted["report"]["commits"]
             .as_array()
@@ -115,7 +95,7 @@ async fn maintenance_on_azure_blob_storage_keeps_every_row() {
         105,
         "the stale rows are visible"
     );
-    let repaired = maintain(&inventory, "repair");
+    let repaired = maintained(&inventory, "az.events", "repair");
     assert!(
         repaired["report"]["repairs"][0]["committed_version"].is_i64(),
         "{repaired}"
@@ -125,11 +105,11 @@ async fn maintenance_on_azure_blob_storage_keeps_every_row() {
 
     python(&uri, &["append", "3", "2000"]);
     expected.extend(2000..2030);
-    maintain(&inventory, "zorder");
+    maintained(&inventory, "az.events", "zorder");
     assert_ids(&uri, &expected, "after Z-order").await;
-    maintain(&inventory, "checkpoint");
+    maintained(&inventory, "az.events", "checkpoint");
     // no window (declared 0s): every file the rewrites and the repair removed goes
-    let vacuumed = maintain(&inventory, "vacuum");
+    let vacuumed = maintained(&inventory, "az.events", "vacuum");
     assert!(
         vacuumed["report"]["files_removed"].as_u64().unwrap() > 0,
         "{vacuumed}"

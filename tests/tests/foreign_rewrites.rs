@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use tablekeeper_delta::fixtures::peers::run_python;
-use tablekeeper_tests::run;
+use tablekeeper_tests::{maintain, run};
 
 const WRITE_THEN_COMPACT: &str = r#"
 import sys
@@ -58,19 +58,6 @@ fn plan(inventory: &Path) -> (String, serde_json::Value) {
         String::from_utf8(text.stdout).unwrap(),
         serde_json::from_slice(&json.stdout).unwrap(),
     )
-}
-
-fn maintain(inventory: &Path, operation: &str) -> std::process::Output {
-    let inventory = inventory.to_str().unwrap();
-    run(&[
-        "maintain",
-        "--inventory",
-        inventory,
-        "--table",
-        "team.events",
-        "--operation",
-        operation,
-    ])
 }
 
 fn decision<'a>(plan: &'a serde_json::Value, op: &str) -> &'a serde_json::Value {
@@ -125,7 +112,7 @@ fn another_engines_compaction_is_named_and_external_rewrites_are_left_alone() {
         );
     }
     assert!(text.contains("(`writers.rewrites: external`)"), "{text}");
-    let refused = maintain(&external, "compact");
+    let refused = maintain(&external, "team.events", "compact");
     assert_eq!(
         refused.status.code(),
         Some(1),
@@ -133,7 +120,7 @@ fn another_engines_compaction_is_named_and_external_rewrites_are_left_alone() {
     );
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("writers.rewrites: external"), "{stderr}");
-    let checkpoint = maintain(&external, "checkpoint");
+    let checkpoint = maintain(&external, "team.events", "checkpoint");
     assert!(
         checkpoint.status.success(),
         "checkpoints still run: {}",

@@ -191,7 +191,8 @@ async fn run_operation(
         }
         Operation::Vacuum => {
             let options = VacuumOptions {
-                inventory_retention: spec.retention.deleted_file_retention,
+                // the longest reader's queries must find their files too
+                inventory_retention: spec.vacuum_window(),
                 allow_short_retention: spec.retention.allow_short_retention,
                 mode: ctx.vacuum_mode,
                 dry_run: ctx.dry_run,

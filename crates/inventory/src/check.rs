@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 
 use crate::error::Problem;
-use crate::model::{LogStore, Operation, RewriteOwner, Topology};
+use crate::model::{LogStore, Operation, Reader, RewriteOwner, Topology};
 use crate::schedule::Schedule;
 use crate::tree::{Loc, Node, Value};
 use crate::values::{self, TablePath};
@@ -51,6 +51,7 @@ pub(crate) const RETENTION_KEYS: &[&str] = &[
     "erasure_deadline",
 ];
 pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
+pub(crate) const READER_KEYS: &[&str] = &["name", "max_query_duration"];
 /// Keys of a table's `maintenance:` block.
 pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "paused",
@@ -260,7 +261,7 @@ pub(crate) struct TableDraft {
     pub allow_short_retention: Field<bool>,
     pub erasure_deadline: Field<Duration>,
     pub features: Vec<String>,
-    pub readers: Vec<String>,
+    pub readers: Vec<Reader>,
     pub maintenance: Settings,
 }
 
@@ -504,7 +505,9 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
     if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
         draft.features = plain_list(protocol.read(ctx, "features", read_string_list));
     }
-    draft.readers = plain_list(block.read(ctx, "readers", read_string_list));
+    if let Field::Set(readers) = block.read(ctx, "readers", read_readers) {
+        draft.readers = readers.value;
+    }
     if let Some(node) = block.node("maintenance") {
         if let Some(settings) = check_settings(ctx, node, "maintenance", true) {
             draft.maintenance = settings;
@@ -593,6 +596,86 @@ fn sub_block<'n>(
             note: None,
         },
     )
+}
+
+/// `readers:`: a list of names (`spark-4.0-platform-image`) or of
+/// `{ name, max_query_duration }` mappings, each name once.
+fn read_readers(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<Vec<Reader>> {
+    let Value::Seq(items) = &node.value else {
+        ctx.error(
+            node.loc,
+            field,
+            format!(
+                "expected a list of reader names or `{{ name, max_query_duration }}` \
+                 mappings, found {}",
+                node.value.kind()
+            ),
+        );
+        return None;
+    };
+    let mut readers: Vec<Reader> = Vec::new();
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("{field}[{i}]");
+        let reader = match &item.value {
+            Value::Map(_) => {
+                let Some(block) = Block::open(
+                    ctx,
+                    item,
+                    &path,
+                    Keys {
+                        known: READER_KEYS,
+                        elsewhere: &[],
+                        note: Some("e.g. `{ name: trino-prod, max_query_duration: 12h }`"),
+                    },
+                ) else {
+                    ok = false;
+                    continue;
+                };
+                let name = block.read(ctx, "name", read_nonempty);
+                let max_query_duration = block.read(ctx, "max_query_duration", read_duration);
+                let Field::Set(name) = name else {
+                    if matches!(name, Field::Absent) {
+                        ctx.error(
+                            item.loc,
+                            &block.field("name"),
+                            "missing required key `name`: say which reader this is",
+                        );
+                    }
+                    ok = false;
+                    continue;
+                };
+                if matches!(max_query_duration, Field::Invalid) {
+                    ok = false;
+                }
+                Reader {
+                    name: name.value,
+                    max_query_duration: max_query_duration.get().copied(),
+                }
+            }
+            _ => match read_nonempty(ctx, item, &path) {
+                Some(name) => Reader {
+                    name,
+                    max_query_duration: None,
+                },
+                None => {
+                    ok = false;
+                    continue;
+                }
+            },
+        };
+        if readers.iter().any(|r| r.name == reader.name) {
+            ctx.error(
+                item.loc,
+                &path,
+                format!("reader `{}` is listed twice: keep one", reader.name),
+            );
+            ok = false;
+            continue;
+        }
+        readers.push(reader);
+    }
+    ok.then_some(readers)
 }
 
 fn plain_list(field: Field<Vec<crate::walk::At<String>>>) -> Vec<String> {

@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 pub use error::{LoadError, Problem, ScheduleError};
 pub use model::{
     CheckpointSpec, CompactionSpec, Inventory, Layout, LogStore, Operation, OverwriteWindow,
-    ProtocolSpec, PurgeSpec, Retention, RewriteOwner, SourceRef, TableSpec, Topology, VacuumSpec,
-    Writers, ZorderSpec,
+    ProtocolSpec, PurgeSpec, Reader, Retention, RewriteOwner, SourceRef, TableSpec, Topology,
+    VacuumSpec, Writers, ZorderSpec,
 };
 pub use schedule::Schedule;
 pub use values::{parse_duration, parse_size};

@@ -54,8 +54,9 @@ pub struct TableSpec {
     pub retention: Retention,
     /// Protocol features the table is expected to have.
     pub protocol: ProtocolSpec,
-    /// Reader engines that must keep working (informational, shown in drift reports).
-    pub readers: Vec<String>,
+    /// Readers of the table: engines that must keep working, and how long their longest
+    /// queries run (VACUUM's window is at least that).
+    pub readers: Vec<Reader>,
     /// When true, nothing is scheduled for the table.
     pub paused: bool,
     /// Attempts per job before it is marked failed.
@@ -200,6 +201,34 @@ pub struct Retention {
     /// longer than `deleted_file_retention`.
     #[serde(serialize_with = "serialize_optional_duration")]
     pub erasure_deadline: Option<Duration>,
+}
+
+/// A reader of a table (`readers:` entry): a name, and optionally its longest query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reader {
+    pub name: String,
+    /// The longest a query of this reader runs: a query started on a version must find its
+    /// files, so VACUUM keeps every file a version this recent still needs.
+    #[serde(serialize_with = "serialize_optional_duration")]
+    pub max_query_duration: Option<Duration>,
+}
+
+impl TableSpec {
+    /// The longest `max_query_duration` among the table's readers, and whose it is.
+    pub fn longest_reader(&self) -> Option<(&str, Duration)> {
+        self.readers
+            .iter()
+            .filter_map(|r| Some((r.name.as_str(), r.max_query_duration?)))
+            .max_by_key(|(_, d)| *d)
+    }
+
+    /// The VACUUM window the inventory asks for: `retention.deleted_file_retention`, or the
+    /// longest reader's `max_query_duration` when that is longer (the table's own property
+    /// and Delta's 7-day floor are applied on top by the delta crate).
+    pub fn vacuum_window(&self) -> Duration {
+        let readers = self.longest_reader().map_or(Duration::ZERO, |(_, d)| d);
+        self.retention.deleted_file_retention.max(readers)
+    }
 }
 
 /// Declared protocol features.

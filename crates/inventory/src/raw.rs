@@ -96,8 +96,10 @@ pub(crate) struct TableEntry {
     pub retention: Option<RetentionEntry>,
     /// Declared protocol features; drift from the live table is reported.
     pub protocol: Option<ProtocolEntry>,
-    /// Reader engines that must keep working, e.g. `spark-4.0-platform-image`.
-    pub readers: Option<Vec<String>>,
+    /// Readers of the table: a name (`spark-4.0-platform-image`), or
+    /// `{ name, max_query_duration }` for a reader whose queries run long; VACUUM's window is
+    /// at least the longest `max_query_duration`.
+    pub readers: Option<Vec<ReaderEntry>>,
     /// Per-table maintenance settings, overriding `defaults:`.
     pub maintenance: Option<MaintenanceEntry>,
 }
@@ -126,6 +128,25 @@ pub(crate) struct WritersEntry {
     /// one engine may rewrite a table: two compactions from different snapshots both commit
     /// and every row they share is visible twice.
     pub rewrites: Option<RewriteOwner>,
+}
+
+/// One reader of a table.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum ReaderEntry {
+    /// The reader's name.
+    Name(String),
+    /// A reader whose longest query VACUUM must outlive.
+    Timed(TimedReaderEntry),
+}
+
+/// A reader with its longest query.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TimedReaderEntry {
+    pub name: String,
+    /// How long its longest query runs, e.g. `12h`: files a version this recent needs stay.
+    pub max_query_duration: Option<DurationText>,
 }
 
 /// Recurring windows of other writers' full overwrites.

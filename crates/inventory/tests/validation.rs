@@ -631,6 +631,72 @@ fn unknown_topology_and_log_store_values_list_the_allowed_ones() {
 }
 
 #[test]
+fn readers_may_say_how_long_their_queries_run() {
+    let inv = valid(&table_with(&[
+        "    readers: [spark-4.0-platform-image, { name: trino-prod, max_query_duration: 12h }]",
+    ]));
+    let t = &inv.tables[0];
+    assert_eq!(t.readers[0].name, "spark-4.0-platform-image");
+    assert_eq!(t.readers[0].max_query_duration, None);
+    assert_eq!(
+        t.readers[1].max_query_duration,
+        Some(Duration::from_secs(12 * 3600))
+    );
+    assert_eq!(
+        t.longest_reader(),
+        Some(("trino-prod", Duration::from_secs(12 * 3600)))
+    );
+    assert_eq!(
+        t.vacuum_window(),
+        Duration::from_secs(7 * 86_400),
+        "7d is longer"
+    );
+    let inv = valid(&table_with(&[
+        "    retention: { deleted_file_retention: 1h, allow_short_retention: true }",
+        "    readers: [{ name: trino-prod, max_query_duration: 12h }]",
+    ]));
+    assert_eq!(
+        inv.tables[0].vacuum_window(),
+        Duration::from_secs(12 * 3600),
+        "the longest query wins over a shorter retention"
+    );
+
+    let problems = problems_of(&table_with(&[
+        "    readers:",
+        "      - { name: trino-prod, max_query_time: 12h }",
+        "      - { max_query_duration: 2h }",
+        "      - { name: a, max_query_duration: forever }",
+        "      - spark",
+        "      - spark",
+    ]));
+    expect(
+        &problems,
+        6,
+        29,
+        T,
+        Some("readers[0].max_query_time"),
+        "did you mean `max_query_duration`",
+    );
+    expect(
+        &problems,
+        7,
+        9,
+        T,
+        Some("readers[1].name"),
+        "missing required key `name`",
+    );
+    expect(
+        &problems,
+        8,
+        40,
+        T,
+        Some("readers[2].max_query_duration"),
+        "is not a duration",
+    );
+    expect(&problems, 10, 9, T, Some("readers[4]"), "listed twice");
+}
+
+#[test]
 fn rewrites_name_who_compacts_the_table() {
     let inv = valid(&table_with(&["    writers: { rewrites: external }"]));
     let table = &inv.tables[0];
@@ -802,7 +868,7 @@ fn wrong_types() {
         14,
         T,
         Some("readers"),
-        "expected a list of strings, found a mapping",
+        "expected a list of reader names or `{ name, max_query_duration }` mappings, found a mapping",
     );
     expect(
         &problems,
@@ -1111,7 +1177,8 @@ fn the_design_example_is_valid() {
     assert_eq!(t.writers.commit_budget_per_hour, Some(60));
     assert_eq!(t.layout.zorder, ["eventType"]);
     assert_eq!(t.protocol.features, ["changeDataFeed"]);
-    assert_eq!(t.readers, ["spark-4.0-platform-image", "trino-prod"]);
+    let readers: Vec<&str> = t.readers.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(readers, ["spark-4.0-platform-image", "trino-prod"]);
     assert!(t.zorder.enabled);
     assert_eq!(t.source.line, 10);
 }

@@ -37,6 +37,21 @@ pub(crate) fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
             });
         }
     }
+    if let Some((reader, longest)) = spec.longest_reader() {
+        if longest > spec.retention.deleted_file_retention {
+            out.push(Drift {
+                kind: DriftKind::Retention,
+                detail: format!(
+                    "inventory says deleted_file_retention {}, shorter than reader `{reader}`'s \
+                     max_query_duration {}; VACUUM keeps files for the longer, so raise \
+                     retention.deleted_file_retention to at least {}",
+                    humantime::format_duration(spec.retention.deleted_file_retention),
+                    humantime::format_duration(longest),
+                    humantime::format_duration(longest)
+                ),
+            });
+        }
+    }
     match probe
         .properties
         .get("delta.logRetentionDuration")
