@@ -196,7 +196,7 @@ async fn run_operation(
                 allow_short_retention: spec.retention.allow_short_retention,
                 mode: ctx.vacuum_mode,
                 dry_run: ctx.dry_run,
-                stale_watch: stale_watch_for(spec.retention.deleted_file_retention),
+                stale_watch: stale_watch_for(spec.vacuum_window()),
             };
             tablekeeper_delta::vacuum(uri, &options, &cancel).await?
         }
@@ -218,7 +218,7 @@ async fn run_operation(
         Operation::Repair => {
             let options = RepairOptions {
                 dry_run: ctx.dry_run,
-                stale_watch: stale_watch_for(spec.retention.deleted_file_retention),
+                stale_watch: stale_watch_for(spec.vacuum_window()),
             };
             tablekeeper_delta::repair(uri, &options, &cancel).await?
         }

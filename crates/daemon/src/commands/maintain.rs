@@ -59,7 +59,7 @@ pub async fn run(request: Request<'_>) -> ExitCode {
     // Same inputs the daemon would use: the Z-order scope and the need check come from the
     // table's log.
     let options = tablekeeper_delta::ProbeOptions {
-        stale_watch: tablekeeper_delta::stale_watch_for(spec.retention.deleted_file_retention),
+        stale_watch: tablekeeper_delta::stale_watch_for(spec.vacuum_window()),
         ..tablekeeper_delta::ProbeOptions::for_target(spec.compaction.target_file_size)
     };
     let probe = match tablekeeper_delta::Prober::new()

@@ -211,7 +211,7 @@ impl Fleet {
     /// shows health `unknown`.
     pub(crate) async fn probe(&self, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
         let options = ProbeOptions {
-            stale_watch: tablekeeper_delta::stale_watch_for(spec.retention.deleted_file_retention),
+            stale_watch: tablekeeper_delta::stale_watch_for(spec.vacuum_window()),
             now: Some(self.clock.now().into_std()),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };

@@ -103,11 +103,11 @@ pub(crate) struct StaleWatch {
 pub const DEFAULT_STALE_WATCH: Duration = Duration::from_secs(14 * 86_400);
 
 /// How long after a rewrite its removed files are watched for stale writes, for a table whose
-/// VACUUM window is `deleted_file_retention`: twice that window, at least the default (a writer
-/// holding a snapshot that long finds the rewrite's inputs vacuumed; the stale write is still
-/// reported).
-pub fn stale_watch_for(deleted_file_retention: Duration) -> Duration {
-    DEFAULT_STALE_WATCH.max(deleted_file_retention.saturating_mul(2))
+/// VACUUM window is `vacuum_window` (the inventory's, readers' queries included): twice that
+/// window, at least the default (a writer holding a snapshot that long finds the rewrite's
+/// inputs vacuumed; the stale write is still reported).
+pub fn stale_watch_for(vacuum_window: Duration) -> Duration {
+    DEFAULT_STALE_WATCH.max(vacuum_window.saturating_mul(2))
 }
 
 impl StaleWatch {
