@@ -331,8 +331,9 @@ mod tests {
         )
     }
 
-    #[test]
-    fn an_overwrite_planned_before_a_compaction_is_stale() {
+    /// A watch that saw `a` and `b` written (version 0) and tablekeeper compact them into `c`
+    /// (version 1, at 10 ms).
+    fn compacted() -> StaleWatch {
         let mut watch = StaleWatch::new(DEFAULT_STALE_WATCH);
         watch.absorb(&commit(0, &[add("a", true), add("b", true)]), 0);
         watch.absorb(
@@ -347,6 +348,12 @@ mod tests {
             ),
             10,
         );
+        watch
+    }
+
+    #[test]
+    fn an_overwrite_planned_before_a_compaction_is_stale() {
+        let mut watch = compacted();
         // the writer saw a and b, not c
         watch.absorb(
             &commit(
@@ -378,20 +385,7 @@ mod tests {
 
     #[test]
     fn writers_that_saw_the_rewrite_are_not_stale() {
-        let mut watch = StaleWatch::new(DEFAULT_STALE_WATCH);
-        watch.absorb(&commit(0, &[add("a", true), add("b", true)]), 0);
-        watch.absorb(
-            &commit(
-                1,
-                &[
-                    tk("compact", ""),
-                    remove("a", false),
-                    remove("b", false),
-                    add("c", false),
-                ],
-            ),
-            10,
-        );
+        let mut watch = compacted();
         // an overwrite from the new snapshot removes c, the rewrite's output
         watch.absorb(
             &commit(2, &[overwrite(), remove("c", true), add("n", true)]),
@@ -402,20 +396,7 @@ mod tests {
 
     #[test]
     fn another_engines_rewrite_of_removed_files_is_a_stale_rewrite() {
-        let mut watch = StaleWatch::new(DEFAULT_STALE_WATCH);
-        watch.absorb(&commit(0, &[add("a", true), add("b", true)]), 0);
-        watch.absorb(
-            &commit(
-                1,
-                &[
-                    tk("compact", ""),
-                    remove("a", false),
-                    remove("b", false),
-                    add("c", false),
-                ],
-            ),
-            10,
-        );
+        let mut watch = compacted();
         // another engine's compaction (dataChange=false) from the snapshot before it
         watch.absorb(
             &commit(

@@ -198,19 +198,40 @@ async fn only_the_bins_the_writer_touched_are_undone() {
     assert_eq!(t.active_paths().await.len(), 2);
 }
 
-#[tokio::test]
-async fn chains_of_compactions_are_followed() {
+/// Which snapshot the stale writer of [`overwrite_around_two_compactions`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterSaw {
+    /// The five appended files, before either compaction.
+    Originals,
+    /// The first compaction's output.
+    FirstCompaction,
+}
+
+/// Five appends, a compaction, a sixth append, a second compaction (taking the first's output
+/// and the sixth file), and an overwrite of three new rows from the snapshot `saw`; returns
+/// the table and the writer's rows.
+async fn overwrite_around_two_compactions(saw: WriterSaw) -> (TestTable, Vec<Row>) {
     let t = create_table(false, &[]).await;
     for i in 0..5 {
         t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
     }
-    let writer = t.open().await;
-    run_compact(&t, 1 << 30).await; // f1..f5 -> o1
+    let originals = t.open().await;
+    run_compact(&t, 1 << 30).await;
+    let writer = match saw {
+        WriterSaw::Originals => originals,
+        WriterSaw::FirstCompaction => t.open().await,
+    };
     t.append(&rows(50..60, "2026-01-01")).await;
-    run_compact(&t, 1 << 30).await; // o1 + f6 -> o2
+    run_compact(&t, 1 << 30).await;
     let new = rows(1000..1003, "2026-01-02");
     stale_overwrite(writer, &new).await;
+    (t, new)
+}
 
+#[tokio::test]
+async fn chains_of_compactions_are_followed() {
+    // f1..f5 -> o1, then o1 + f6 -> o2; the writer saw f1..f5
+    let (t, new) = overwrite_around_two_compactions(WriterSaw::Originals).await;
     let done = run_repair(&t, false).await;
     let plan = &done.repairs[0];
     assert_eq!(
@@ -543,17 +564,8 @@ async fn tablekeepers_own_stale_rewrite_is_found_and_undone() {
 
 #[tokio::test]
 async fn an_overwrite_planned_between_two_compactions_keeps_only_what_it_did_not_see_removed() {
-    let t = create_table(false, &[]).await;
-    for i in 0..5 {
-        t.append(&rows(i * 10..i * 10 + 10, "2026-01-01")).await;
-    }
-    run_compact(&t, 1 << 30).await; // f1..f5 -> X
-    let writer = t.open().await; // sees X only
-    t.append(&rows(50..60, "2026-01-01")).await;
-    run_compact(&t, 1 << 30).await; // X + f6 -> Y
-    let new = rows(1000..1003, "2026-01-02");
-    stale_overwrite(writer, &new).await;
-
+    // f1..f5 -> X, then X + f6 -> Y; the writer saw X
+    let (t, new) = overwrite_around_two_compactions(WriterSaw::FirstCompaction).await;
     let done = run_repair(&t, false).await;
     let planned = &done.repairs[0];
     assert_eq!(
