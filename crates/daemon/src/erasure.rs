@@ -59,8 +59,8 @@ pub(crate) fn erasure_pending(probe: &Probe, now: DateTime<Utc>) -> Duration {
 }
 
 pub(crate) fn erasure(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> ErasureView {
-    let retention = chrono::Duration::from_std(spec.retention.deleted_file_retention)
-        .unwrap_or(chrono::Duration::MAX);
+    let retention =
+        chrono::Duration::from_std(spec.vacuum_window()).unwrap_or(chrono::Duration::MAX);
     let pending = erasure_pending(probe, now);
     let earliest_erasure = probe.erasure_pending_since.map(|_| {
         let after_removal = probe
@@ -117,5 +117,5 @@ pub(crate) fn deadline_at_risk(spec: &TableSpec, probe: &Probe, now: DateTime<Ut
     let Some(deadline) = spec.retention.erasure_deadline else {
         return false;
     };
-    erasure_pending(probe, now) + spec.retention.deleted_file_retention + MARGIN >= deadline
+    erasure_pending(probe, now) + spec.vacuum_window() + MARGIN >= deadline
 }

@@ -355,7 +355,7 @@ fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision
              ({}): the purge must run now so VACUUM can delete the old files after the {} \
              retention",
             humantime::format_duration(spec.retention.erasure_deadline.unwrap_or_default()),
-            humantime::format_duration(spec.retention.deleted_file_retention)
+            humantime::format_duration(spec.vacuum_window())
         ));
     }
     let share = deleted as f64 / rows as f64;

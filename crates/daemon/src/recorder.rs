@@ -83,8 +83,8 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
     {
         due.push(Operation::Purge);
     }
-    let retention = chrono::Duration::from_std(spec.retention.deleted_file_retention)
-        .unwrap_or(chrono::Duration::MAX);
+    let retention =
+        chrono::Duration::from_std(spec.vacuum_window()).unwrap_or(chrono::Duration::MAX);
     let eligible_at = probe.erasure_last_removal_at.map(|at| at + retention);
     let last_vacuum = rt.fleet.last_success(&spec.name, Operation::Vacuum);
     if eligible_at.is_some_and(|at| at <= now && last_vacuum.is_none_or(|v| v < at))

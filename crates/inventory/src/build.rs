@@ -265,6 +265,31 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
         );
     }
     let erasure_deadline = draft.erasure_deadline.at().map(|at| at.value);
+    // VACUUM waits for the longest reader's queries too (`TableSpec::vacuum_window`)
+    if let Some(reader) = draft
+        .readers
+        .iter()
+        .filter(|r| r.max_query_duration.is_some_and(|d| d > deleted))
+        .max_by_key(|r| r.max_query_duration)
+    {
+        let window = reader.max_query_duration.unwrap_or_default();
+        if let Some(at) = draft.erasure_deadline.at().filter(|at| at.value <= window) {
+            ctx.error(
+                at.loc,
+                "retention.erasure_deadline",
+                format!(
+                    "an erasure deadline of {} is not longer than reader `{}`'s \
+                     max_query_duration ({}): VACUUM keeps deleted rows' files that long for \
+                     its queries, so they cannot be gone in time; raise `erasure_deadline` \
+                     above {}",
+                    human(at.value),
+                    reader.name,
+                    human(window),
+                    human(window)
+                ),
+            );
+        }
+    }
     if let Some(at) = draft.erasure_deadline.at() {
         if at.value <= deleted && !draft.deleted_file_retention.is_invalid() {
             ctx.error(

@@ -694,6 +694,16 @@ fn readers_may_say_how_long_their_queries_run() {
         "is not a duration",
     );
     expect(&problems, 10, 9, T, Some("readers[4]"), "listed twice");
+    // deleted rows' files wait for the reader's queries too
+    let problems = problems_of(&table_with(&[
+        "    retention: { deleted_file_retention: 7d, erasure_deadline: 10d }",
+        "    readers: [{ name: trino-prod, max_query_duration: 14d }]",
+    ]));
+    let p = problems
+        .iter()
+        .find(|p| p.field.as_deref() == Some("retention.erasure_deadline"))
+        .unwrap_or_else(|| panic!("{problems:?}"));
+    assert!(p.message.contains("reader `trino-prod`"), "{}", p.message);
 }
 
 #[test]
