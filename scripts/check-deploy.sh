@@ -88,6 +88,8 @@ CONTRACT_METRICS = {
     "tablekeeper_foreign_rewrites_total",
     "tablekeeper_table_deleted_rows",
     "tablekeeper_erasure_pending_seconds",
+    "tablekeeper_table_retained_bytes",
+    "tablekeeper_table_unrestorable_versions",
     "tablekeeper_inventory_tables",
     "tablekeeper_inventory_reload_failures_total",
     "tablekeeper_build_info",
@@ -95,6 +97,7 @@ CONTRACT_METRICS = {
 # Exported beside the contract (README, "Metrics"): rules may use them too.
 ADDITIVE_METRICS = {
     "tablekeeper_erasure_deadline_seconds",
+    "tablekeeper_table_min_average_file_size_bytes",
     "tablekeeper_last_stale_write_timestamp_seconds",
     "tablekeeper_last_foreign_rewrite_timestamp_seconds",
 }

@@ -33,13 +33,15 @@ struct VacuumRecord {
     mode: Option<VacuumMode>,
 }
 
-/// The inputs of an attempt of `op` on the table.
+/// The inputs of an attempt of `op` on the table; an error when what VACUUM or log cleanup
+/// must keep cannot be known (the pins in the job store cannot be read): the attempt then
+/// fails and is retried, it never runs without them.
 pub(crate) async fn inputs(
     rt: &Runtime,
     spec: &TableSpec,
     op: Operation,
     trigger: Trigger,
-) -> RunContext {
+) -> Result<RunContext, String> {
     // Z-order scope: partitions that received files since the last Z-order found in the log
     // (a Z-order by another engine counts too).
     let mut ctx = RunContext {
@@ -57,7 +59,20 @@ pub(crate) async fn inputs(
         Operation::Vacuum => ctx.vacuum_mode = vacuum_mode(rt, spec).await,
         Operation::Compact | Operation::Zorder | Operation::Purge | Operation::Repair => {}
     }
-    ctx
+    if matches!(op, Operation::Checkpoint | Operation::Vacuum) {
+        ctx.keep = keep(rt, spec).await?;
+    }
+    Ok(ctx)
+}
+
+/// The pins (inventory and API) and the referrers of the table, from the fleet's probes.
+async fn keep(rt: &Runtime, spec: &TableSpec) -> Result<tablekeeper_delta::Keep, String> {
+    let pins = rt.store.pins(Some(&spec.name)).await.map_err(|e| {
+        format!(
+            "cannot read the table's pins from the job store, so nothing may be deleted now: {e}"
+        )
+    })?;
+    Ok(rt.fleet.keep_for(spec, &pins))
 }
 
 /// Only commits already in `table_commits` may leave the log; if the store cannot say which

@@ -292,6 +292,25 @@ async fn refresh_store_gauges(rt: &Runtime) {
         }
         Err(e) => warn!(error = %e, "cannot read other engines' rewrites"),
     }
+    // Pins added through the API on any replica: the restore drill checks them.
+    match rt.store.pins(None).await {
+        Ok(pins) => {
+            let mut by_table: std::collections::BTreeMap<String, Vec<tablekeeper_store::TablePin>> =
+                Default::default();
+            for pin in pins {
+                by_table
+                    .entry(pin.table_name.clone())
+                    .or_default()
+                    .push(pin);
+            }
+            for spec in &rt.fleet.inventory().tables {
+                let pins = by_table.remove(&spec.name).unwrap_or_default();
+                rt.fleet
+                    .update_state(&spec.name, |s| s.api_pins = Some(pins));
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot read pins"),
+    }
     // Pauses set through the API on any replica.
     match rt.store.paused_overrides().await {
         Ok(overrides) => {

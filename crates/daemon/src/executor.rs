@@ -9,7 +9,7 @@
 
 use chrono::{DateTime, Utc};
 use tablekeeper_delta::{
-    stale_watch_for, CheckpointOptions, CompactOptions, DeltaError, LogCleanup, OpReport,
+    stale_watch_for, CheckpointOptions, CompactOptions, DeltaError, Keep, LogCleanup, OpReport,
     PurgeOptions, RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
@@ -63,7 +63,7 @@ impl ExecError {
 }
 
 /// Extra inputs that come from the job history rather than the inventory.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct RunContext {
     /// Full: a directory-listing VACUUM (reclaims orphans of failed rewrites).
     pub vacuum_mode: VacuumMode,
@@ -75,6 +75,8 @@ pub(crate) struct RunContext {
     pub forced: bool,
     /// What the checkpoint may delete from the log.
     pub log_cleanup: LogCleanup,
+    /// What VACUUM and log cleanup keep for others: pins, clones, referrers ([`crate::keep`]).
+    pub keep: Keep,
 }
 
 impl Default for RunContext {
@@ -85,6 +87,7 @@ impl Default for RunContext {
             dry_run: false,
             forced: false,
             log_cleanup: LogCleanup::Off,
+            keep: Keep::default(),
         }
     }
 }
@@ -197,6 +200,7 @@ async fn run_operation(
                 mode: ctx.vacuum_mode,
                 dry_run: ctx.dry_run,
                 stale_watch: stale_watch_for(spec.vacuum_window()),
+                keep: ctx.keep,
             };
             tablekeeper_delta::vacuum(uri, &options, &cancel).await?
         }
@@ -212,6 +216,7 @@ async fn run_operation(
                 log_retention: spec.retention.log_retention,
                 force: ctx.forced,
                 log_cleanup: ctx.log_cleanup,
+                pins: ctx.keep.pins,
             };
             tablekeeper_delta::checkpoint(uri, &options, &cancel).await?
         }

@@ -14,6 +14,7 @@ mod erasure;
 mod executor;
 mod fleet;
 mod http;
+mod keep;
 mod lease_watch;
 mod logging;
 mod metrics;

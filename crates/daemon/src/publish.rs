@@ -10,7 +10,7 @@ use tablekeeper_delta::Probe;
 use tablekeeper_inventory::{Operation, TableSpec};
 
 use crate::fleet::{self, Fleet, InventoryChange};
-use crate::metrics::{ErasureFigures, Metrics, OperationFigures, TableFigures};
+use crate::metrics::{ErasureFigures, Metrics, OperationFigures, RetainedFigures, TableFigures};
 
 /// Series for a new inventory: removed tables lose all of theirs, every table gets its
 /// starting values (operations the inventory disabled lose theirs).
@@ -86,5 +86,18 @@ fn figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> TableFigures 
         version: probe.version,
         commits_since_checkpoint: probe.commits_since_checkpoint,
         commits_per_hour: probe.commits_per_hour,
+        unrestorable_versions: probe
+            .restore_drill
+            .as_ref()
+            .map_or(0, |d| d.unrestorable() as u64),
+        retained_bytes: probe
+            .restore_drill
+            .as_ref()
+            .map(|d| RetainedFigures {
+                window: d.retained_bytes.window,
+                pin: d.retained_bytes.pin,
+                clone: d.retained_bytes.clone,
+            })
+            .unwrap_or_default(),
     }
 }

@@ -108,11 +108,17 @@ async fn run_claimed(
         };
         info!(worker = %worker_id, "job started");
         let started = Instant::now();
-        let ctx = attempt::inputs(rt, &spec, op, job.trigger).await;
+        let ctx = match attempt::inputs(rt, &spec, op, job.trigger).await {
+            Ok(ctx) => ctx,
+            Err(message) => {
+                attempt::fail(rt, &claimed, FailureKind::Failed, &message).await;
+                return;
+            }
+        };
         let cancel = CancellationToken::new();
         // on the Delta runtime, so its computing never delays the lease renewals
         let operation = delta_runtime::spawn({
-            let (spec, cancel) = (spec.clone(), cancel.clone());
+            let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
             async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
         });
         let end = lease_watch::watch(

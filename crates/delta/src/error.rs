@@ -92,6 +92,32 @@ pub enum DeltaError {
     )]
     UnsafeVacuum { table: String, files: Vec<String> },
 
+    /// A pinned version cannot be loaded, so the files it needs are unknown.
+    #[error(
+        "refusing to vacuum `{table}`: pin {pin} cannot be loaded ({reason}); nothing was \
+         deleted; check the pin's version or timestamp in `retention.pins` or the pins API and \
+         remove a pin whose version is already gone"
+    )]
+    PinUnloadable {
+        table: String,
+        pin: String,
+        reason: String,
+    },
+
+    /// A table that may reference this table's files (a shallow clone) has a log that cannot
+    /// be read, so VACUUM cannot know which files it still needs.
+    #[error(
+        "refusing to vacuum `{table}`: the log of `{referrer}`, which may reference its files \
+         (a shallow clone or a table over its files), cannot be read: {source}; nothing was \
+         deleted; restore access to it, or remove it from the inventory or `retention.clones` \
+         if it is gone"
+    )]
+    ReferrerUnreadable {
+        table: String,
+        referrer: String,
+        source: Box<DeltaError>,
+    },
+
     /// A compaction or Z-order commit removed files that were no longer active: rows are now
     /// duplicated (deltalake 1.1.x does not detect concurrent rewrites, see DESIGN.md).
     #[error(
@@ -185,15 +211,6 @@ pub enum DeltaError {
          the daemon's repair job run) first"
     )]
     RepairPending { table: String, versions: Vec<i64> },
-    /// VACUUM deleted a file its own dry run had not listed.
-    #[error(
-        "vacuum on `{table}` deleted {} file(s) its dry run had not listed (first: {}); stop \
-         vacuuming this table and investigate",
-        files.len(),
-        files.first().map(String::as_str).unwrap_or("-")
-    )]
-    VacuumPlanChanged { table: String, files: Vec<String> },
-
     /// The log references data files that storage no longer holds: the table is damaged.
     #[error(
         "table `{table}` is damaged: {} of its {active} active data file(s) are missing from \
@@ -245,6 +262,11 @@ impl DeltaError {
             // the worker cancelled on purpose; the table is fine and the job can run again
             DeltaError::Cancelled { .. } => ErrorClass::Transient,
             DeltaError::Delta { source, .. } => classify(source),
+            // a clone's storage that flickers is retried; a gone or damaged one needs a person
+            DeltaError::ReferrerUnreadable { source, .. } => match source.class() {
+                ErrorClass::Transient => ErrorClass::Transient,
+                _ => ErrorClass::Permanent,
+            },
             DeltaError::NotADeltaTable { .. }
             | DeltaError::InvalidUri { .. }
             | DeltaError::UnsupportedProtocol { .. }
@@ -252,10 +274,10 @@ impl DeltaError {
             | DeltaError::BadTableProperty { .. }
             | DeltaError::InvalidOptions { .. }
             | DeltaError::UnsafeVacuum { .. }
+            | DeltaError::PinUnloadable { .. }
             | DeltaError::DuplicateRewrite { .. }
             | DeltaError::RowsChanged { .. }
             | DeltaError::CheckpointCanary { .. }
-            | DeltaError::VacuumPlanChanged { .. }
             | DeltaError::MissingDataFiles { .. }
             | DeltaError::DamagedLog { .. }
             | DeltaError::UnsafeLogCleanup { .. }
@@ -275,12 +297,13 @@ impl DeltaError {
             | DeltaError::BadTableProperty { table, .. }
             | DeltaError::InvalidOptions { table, .. }
             | DeltaError::UnsafeVacuum { table, .. }
+            | DeltaError::PinUnloadable { table, .. }
+            | DeltaError::ReferrerUnreadable { table, .. }
             | DeltaError::DuplicateRewrite { table, .. }
             | DeltaError::RowsChanged { table, .. }
             | DeltaError::Conflict { table, .. }
             | DeltaError::Cancelled { table, .. }
             | DeltaError::CheckpointCanary { table, .. }
-            | DeltaError::VacuumPlanChanged { table, .. }
             | DeltaError::MissingDataFiles { table, .. }
             | DeltaError::DamagedLog { table, .. }
             | DeltaError::UnsafeLogCleanup { table, .. }

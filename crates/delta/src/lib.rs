@@ -55,11 +55,17 @@ pub use features::maintainable::{check_maintainable, TableProtocol};
 pub use log::checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use log::history::CommitRecord;
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
+pub use probe::drill::{
+    DrillOptions, OwedVersion, RestoreDrill, RetainedBytes, DEFAULT_DRILL_EVERY,
+};
 pub use probe::prober::{
     ForeignCommit, HistoryBatch, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
     DEFAULT_PRESENCE_EVERY,
 };
-pub use report::{OpReport, PlannedFile, RepairPlan, RetentionDrift, MAX_REPORTED_PATHS};
+pub use report::{
+    KeptFiles, OpReport, PlannedFile, RepairPlan, RetentionDrift, MAX_REPORTED_PATHS,
+};
+pub use retention::keep::{Keep, Pin, PinTarget, Referrer};
 pub use retention::vacuum::{vacuum, VacuumMode, VacuumOptions};
 pub use retention::window::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,

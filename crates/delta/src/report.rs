@@ -72,6 +72,12 @@ pub struct OpReport {
     pub checkpoint_version: Option<i64>,
     /// Checkpoint: expired log files deleted.
     pub log_files_deleted: Option<u64>,
+    /// Vacuum: who keeps files beyond the window (pins, shallow clones and other referrers),
+    /// each with how many files under this table's root it needs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<KeptFiles>,
+    /// Vacuum: files past the window that were not deleted because `kept` needs them.
+    pub kept_listed_files: u64,
     /// Things the operation could not check after committing, each saying what did commit
     /// (for example a duplicate-rewrite check that could not read the version before a commit
     /// because another process cleaned up the log).
@@ -110,6 +116,8 @@ impl OpReport {
             repairs: Vec::new(),
             checkpoint_version: None,
             log_files_deleted: None,
+            kept: Vec::new(),
+            kept_listed_files: 0,
             warnings: Vec::new(),
         }
     }
@@ -131,6 +139,19 @@ impl OpReport {
 
 fn round_millis(d: Duration) -> f64 {
     (d.as_millis() as f64) / 1000.0
+}
+
+/// Why files are kept, for the report and the retained-bytes figures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeptFiles {
+    /// `pin` or `clone`.
+    pub reason: &'static str,
+    /// The pin (`version 1482 (model run 88)`) or the referrer's name.
+    pub by: String,
+    /// The pinned version, or the referrer's versions' first and latest.
+    pub versions: (u64, u64),
+    /// Files under this table's root it needs (all of them, not only those VACUUM listed).
+    pub files: u64,
 }
 
 /// One file a repair removes or adds back.

@@ -51,6 +51,11 @@ pub(crate) fn build_table(
         (None, None) => has_zorder_columns,
     };
     let builtin = |text: &str| Schedule::parse(text).ok();
+    let target_file_size = own
+        .compaction
+        .target_file_size
+        .or(fleet.compaction.target_file_size)
+        .unwrap_or(defaults::COMPACTION_TARGET_FILE_SIZE);
 
     Some(TableSpec {
         concurrency_key: draft
@@ -90,6 +95,9 @@ pub(crate) fn build_table(
             partition_by: names(&draft.partition_by),
             optimize_write: draft.optimize_write.unwrap_or(defaults::OPTIMIZE_WRITE),
             zorder: names(&draft.zorder),
+            min_average_file_size: draft
+                .min_average_file_size
+                .unwrap_or(target_file_size / defaults::MIN_AVERAGE_FILE_SIZE_DIVISOR),
         },
         retention,
         protocol: ProtocolSpec {
@@ -106,11 +114,7 @@ pub(crate) fn build_table(
             enabled: enabled(&own.compaction, &fleet.compaction),
             schedule: schedule(&own.compaction, &fleet.compaction)
                 .or_else(|| builtin(defaults::COMPACTION_SCHEDULE))?,
-            target_file_size: own
-                .compaction
-                .target_file_size
-                .or(fleet.compaction.target_file_size)
-                .unwrap_or(defaults::COMPACTION_TARGET_FILE_SIZE),
+            target_file_size,
             min_small_files: own
                 .compaction
                 .min_small_files
@@ -264,6 +268,18 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
             ),
         );
     }
+    if let (Some(path), Some(clones)) = (draft.path.get(), draft.clones.at()) {
+        if clones.value.contains(&path.normalized) {
+            ctx.error(
+                clones.loc,
+                "retention.clones",
+                format!(
+                    "`{}` is this table's own path: list the clones' paths, not the source's",
+                    path.normalized
+                ),
+            );
+        }
+    }
     let erasure_deadline = draft.erasure_deadline.at().map(|at| at.value);
     // VACUUM waits for the longest reader's queries too (`TableSpec::vacuum_window`)
     if let Some(reader) = draft
@@ -312,6 +328,8 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
         log_retention: log,
         allow_short_retention: allow_short,
         erasure_deadline,
+        clones: draft.clones.get().cloned().unwrap_or_default(),
+        pins: draft.pins.clone(),
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use chrono_tz::Tz;
 
 use crate::error::Problem;
-use crate::model::{LogStore, Operation, Reader, RewriteOwner, Topology};
+use crate::keep::{read_clones, read_pins};
+use crate::model::{LogStore, Operation, Pin, Reader, RewriteOwner, Topology};
 use crate::schedule::Schedule;
 use crate::tree::{Loc, Node, Value};
 use crate::values::{self, TablePath};
@@ -43,12 +44,19 @@ pub(crate) const WRITERS_KEYS: &[&str] = &[
     "rewrites",
 ];
 pub(crate) const OVERWRITES_KEYS: &[&str] = &["schedule", "duration"];
-pub(crate) const LAYOUT_KEYS: &[&str] = &["partition_by", "optimize_write", "zorder"];
+pub(crate) const LAYOUT_KEYS: &[&str] = &[
+    "partition_by",
+    "optimize_write",
+    "zorder",
+    "min_average_file_size",
+];
 pub(crate) const RETENTION_KEYS: &[&str] = &[
     "deleted_file_retention",
     "log_retention",
     "allow_short_retention",
     "erasure_deadline",
+    "clones",
+    "pins",
 ];
 pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
 pub(crate) const READER_KEYS: &[&str] = &["name", "max_query_duration"];
@@ -256,10 +264,14 @@ pub(crate) struct TableDraft {
     pub partition_by: Field<Vec<crate::walk::At<String>>>,
     pub optimize_write: Option<bool>,
     pub zorder: Field<Vec<crate::walk::At<String>>>,
+    pub min_average_file_size: Option<u64>,
     pub deleted_file_retention: Field<Duration>,
     pub log_retention: Field<Duration>,
     pub allow_short_retention: Field<bool>,
     pub erasure_deadline: Field<Duration>,
+    /// `retention.clones`, normalized, with where each was written.
+    pub clones: Field<Vec<String>>,
+    pub pins: Vec<Pin>,
     pub features: Vec<String>,
     pub readers: Vec<Reader>,
     pub maintenance: Settings,
@@ -440,10 +452,13 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         partition_by: Field::Absent,
         optimize_write: None,
         zorder: Field::Absent,
+        min_average_file_size: None,
         deleted_file_retention: Field::Absent,
         log_retention: Field::Absent,
         allow_short_retention: Field::Absent,
         erasure_deadline: Field::Absent,
+        clones: Field::Absent,
+        pins: Vec::new(),
         features: Vec::new(),
         readers: Vec::new(),
         maintenance: Settings::default(),
@@ -495,12 +510,20 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         draft.partition_by = layout.read(ctx, "partition_by", read_string_list);
         draft.optimize_write = layout.read(ctx, "optimize_write", read_bool).get().copied();
         draft.zorder = layout.read(ctx, "zorder", read_string_list);
+        draft.min_average_file_size = layout
+            .read(ctx, "min_average_file_size", read_size)
+            .get()
+            .copied();
     }
     if let Some(retention) = sub_block(ctx, &block, "retention", RETENTION_KEYS, &[]) {
         draft.deleted_file_retention = retention.read(ctx, "deleted_file_retention", read_duration);
         draft.log_retention = retention.read(ctx, "log_retention", read_duration);
         draft.allow_short_retention = retention.read(ctx, "allow_short_retention", read_bool);
         draft.erasure_deadline = retention.read(ctx, "erasure_deadline", read_duration);
+        draft.clones = retention.read(ctx, "clones", read_clones);
+        if let Field::Set(pins) = retention.read(ctx, "pins", read_pins) {
+            draft.pins = pins.value;
+        }
     }
     if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
         draft.features = plain_list(protocol.read(ctx, "features", read_string_list));

@@ -18,6 +18,9 @@ pub const COMPACTION_SCHEDULE: &str = "0 2 * * *";
 /// 512 MiB: Delta's own optimized-write `binSize` default (`seeds/delta-lake-guide.txt`,
 /// "File sizing, OPTIMIZE and Z-order") and the DESIGN.md example value.
 pub const COMPACTION_TARGET_FILE_SIZE: u64 = 512 * 1024 * 1024;
+/// `layout.min_average_file_size` defaults to the compaction target divided by this: a table
+/// whose files average under a quarter of the target is slow well before it is compacted.
+pub const MIN_AVERAGE_FILE_SIZE_DIVISOR: u64 = 4;
 /// Fewer than 10 small files is not worth a rewrite (DESIGN.md example value).
 pub const COMPACTION_MIN_SMALL_FILES: u32 = 10;
 

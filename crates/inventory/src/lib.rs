@@ -22,6 +22,7 @@ mod build;
 mod check;
 pub mod defaults;
 mod error;
+mod keep;
 mod load;
 mod model;
 mod raw;
@@ -34,9 +35,9 @@ use std::path::{Path, PathBuf};
 
 pub use error::{LoadError, Problem, ScheduleError};
 pub use model::{
-    CheckpointSpec, CompactionSpec, Inventory, Layout, LogStore, Operation, OverwriteWindow,
-    ProtocolSpec, PurgeSpec, Reader, Retention, RewriteOwner, SourceRef, TableSpec, Topology,
-    VacuumSpec, Writers, ZorderSpec,
+    CheckpointSpec, CompactionSpec, Inventory, Layout, LogStore, Operation, OverwriteWindow, Pin,
+    PinAt, ProtocolSpec, PurgeSpec, Reader, Retention, RewriteOwner, SourceRef, TableSpec,
+    Topology, VacuumSpec, Writers, ZorderSpec,
 };
 pub use schedule::Schedule;
 pub use values::{parse_duration, parse_size};

@@ -183,6 +183,9 @@ pub struct Layout {
     pub optimize_write: bool,
     /// Z-order columns; never a partition column.
     pub zorder: Vec<String>,
+    /// Below this average file size (`table_size_bytes / table_files`) the table is alerted as
+    /// slow (`TablekeeperAverageFileSizeLow`); default a quarter of the compaction target.
+    pub min_average_file_size: u64,
 }
 
 /// Retention windows.
@@ -201,6 +204,31 @@ pub struct Retention {
     /// longer than `deleted_file_retention`.
     #[serde(serialize_with = "serialize_optional_duration")]
     pub erasure_deadline: Option<Duration>,
+    /// Shallow clones (or tables over this one's files) outside the inventory: VACUUM keeps
+    /// every file of this table their logs reference. Read, never written.
+    pub clones: Vec<String>,
+    /// Versions others rely on: their files and the log that loads them are kept until the
+    /// pin's `until`.
+    pub pins: Vec<Pin>,
+}
+
+/// A pinned version (`retention.pins` entry).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pin {
+    /// The version held: a version number, or the version time travel to a timestamp lands on.
+    pub at: PinAt,
+    /// The pin holds until this instant (a date means the end of that day, UTC).
+    pub until: chrono::DateTime<chrono::Utc>,
+    /// Why it exists (a model run, an audit).
+    pub reason: String,
+}
+
+/// What a pin holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinAt {
+    Version(u64),
+    Timestamp(chrono::DateTime<chrono::Utc>),
 }
 
 /// A reader of a table (`readers:` entry): a name, and optionally its longest query.

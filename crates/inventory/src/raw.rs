@@ -170,6 +170,9 @@ pub(crate) struct LayoutEntry {
     /// Z-order columns; must not name a partition column. Z-order is scheduled only when
     /// this is non-empty.
     pub zorder: Option<Vec<String>>,
+    /// The average file size below which the table is alerted as slow
+    /// (`TablekeeperAverageFileSizeLow`). Default: a quarter of the compaction target.
+    pub min_average_file_size: Option<SizeText>,
 }
 
 /// Retention windows.
@@ -188,6 +191,28 @@ pub(crate) struct RetentionEntry {
     /// deletion (purge, then VACUUM after `deleted_file_retention`); longer than
     /// `deleted_file_retention`. Optional: no deadline by default.
     pub erasure_deadline: Option<DurationText>,
+    /// Shallow clones of this table outside the inventory (paths of their roots): VACUUM
+    /// keeps every file their logs reference, and refuses while one cannot be read.
+    pub clones: Option<Vec<String>>,
+    /// Versions others rely on (a model registry, an audit): every file of the version and
+    /// the log that loads it are kept until `until`.
+    pub pins: Option<Vec<PinEntry>>,
+}
+
+/// One pinned version: `version` or `timestamp`, and `until`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PinEntry {
+    /// The table version held.
+    pub version: Option<u64>,
+    /// Instead of `version`: the version time travel to this instant lands on (RFC 3339, or a
+    /// date for its midnight UTC).
+    pub timestamp: Option<String>,
+    /// Until when (RFC 3339, or a date: through the end of that day, UTC). An expired pin is
+    /// reported and no longer honoured.
+    pub until: String,
+    /// Why the version is pinned, e.g. `model run 88`.
+    pub reason: Option<String>,
 }
 
 /// Declared protocol.
@@ -422,6 +447,7 @@ mod tests {
             ("OverwritesEntry", check::OVERWRITES_KEYS),
             ("LayoutEntry", check::LAYOUT_KEYS),
             ("RetentionEntry", check::RETENTION_KEYS),
+            ("PinEntry", crate::keep::PIN_KEYS),
             ("ProtocolEntry", check::PROTOCOL_KEYS),
             ("MaintenanceEntry", check::MAINTENANCE_KEYS),
             ("CompactionEntry", check::COMPACTION_KEYS),

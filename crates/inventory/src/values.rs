@@ -1,5 +1,5 @@
 //! Parsers for the typed scalar values of the inventory: durations, sizes, timezones,
-//! table names and table paths.
+//! instants, table names and table paths.
 //!
 //! Each parser takes the text as written and returns either the value or a message that
 //! says what is wrong and how to write it instead; locating the message is the caller's
@@ -22,6 +22,38 @@ const SCHEMES: &[&str] = &["file", "s3", "gs", "az", "abfss"];
 
 const PATH_FORMS: &str =
     "write an absolute path (`/data/lake/events`) or a URL starting with file://, s3://, gs://, az:// or abfss://";
+
+/// How a date without a time is read as an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DateAs {
+    /// Midnight at its start, UTC (as `TIMESTAMP AS OF '2027-03-01'` reads it).
+    Start,
+    /// The end of that day, UTC: `until: 2027-03-01` holds through that date.
+    End,
+}
+
+/// Parses an instant: RFC 3339 (`2027-03-01T12:00:00Z`) or a date (`2027-03-01`), read as
+/// `date_as` says.
+pub(crate) fn parse_instant(
+    text: &str,
+    date_as: DateAs,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let text = text.trim();
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&chrono::Utc));
+    }
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").map_err(|_| {
+        format!(
+            "`{text}` is not a date or an RFC 3339 instant: write e.g. `2027-03-01` or \
+             `2027-03-01T12:00:00Z`"
+        )
+    })?;
+    let midnight = date.and_time(chrono::NaiveTime::MIN).and_utc();
+    Ok(match date_as {
+        DateAs::Start => midnight,
+        DateAs::End => midnight + chrono::Duration::days(1),
+    })
+}
 
 /// Parses a duration: humantime (`30m`, `168h`, `7d`, `2w`, `1h 30m`) or Delta's interval
 /// form (`interval 7 days`, `interval 1 week`, `interval 12 hours`).

@@ -105,6 +105,12 @@ pub(crate) struct Statements {
     pub set_paused: &'static str,
     /// Columns `table_name`, `paused`.
     pub paused_overrides: &'static str,
+    /// Upsert of a pin. 1 table, 2 version, 3 until, 4 reason, 5 created by. Pin columns.
+    pub add_pin: &'static str,
+    /// 1 table or NULL. Pin columns, by table then version.
+    pub pins: &'static str,
+    /// 1 table, 2 version. Deletes the pin.
+    pub remove_pin: &'static str,
     /// 1 table, 2 version, 3 timestamp, 4 operation, 5 parameters, 6 metrics, 7 engine,
     /// 8 user, 9 blind append. A version already recorded is left as it is.
     pub insert_commit: &'static str,

@@ -86,6 +86,7 @@ pub mod lease;
 mod lifecycle;
 mod model;
 mod options;
+mod pins;
 mod postgres;
 mod probes;
 mod retry;
@@ -103,6 +104,7 @@ pub use model::{
     JobFilter, KeyWait, LastSuccess, NewJob, ReapedJob, MAX_LIST_LIMIT,
 };
 pub use options::{StoreOptions, DEFAULT_CALL_TIMEOUT};
+pub use pins::TablePin;
 pub use postgres::MIGRATOR as POSTGRES_MIGRATOR;
 pub use probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 pub use retry::RetryPolicy;

@@ -35,6 +35,7 @@ use crate::model::{
     Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,
     JobFilter, KeyWait, LastSuccess, NewJob, ReapedJob,
 };
+use crate::pins::TablePin;
 use crate::probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 use crate::retry::RetryPolicy;
 
@@ -76,6 +77,9 @@ tablekeeper_vocab::closed_set! {
         FailureStreaks => "failure_streaks",
         SetPaused => "set_paused",
         PausedOverrides => "paused_overrides",
+        AddPin => "add_pin",
+        Pins => "pins",
+        RemovePin => "remove_pin",
         RecordCommits => "record_commits",
         History => "history",
         RecordedRange => "recorded_range",
@@ -868,6 +872,61 @@ impl JobStore {
         .await
     }
 
+    // ------------------------------------------------------------------ pins
+
+    /// Pins `version` of `table` until `until` for every replica; pinning a version again
+    /// replaces its `until`, reason and author. Returns the stored pin.
+    pub async fn add_pin(
+        &self,
+        table: &str,
+        version: i64,
+        until: DateTime<Utc>,
+        reason: &str,
+        created_by: &str,
+    ) -> Result<TablePin, StoreError> {
+        self.measured(StoreOp::AddPin, async {
+            let rows = self
+                .dialect
+                .fetch(
+                    self.sql().add_pin,
+                    args!(table, version, until, reason, created_by),
+                )
+                .await?;
+            let row = rows.first().ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "the pin of `{table}` version {version} was not returned"
+                ))
+            })?;
+            pin_of(row)
+        })
+        .await
+    }
+
+    /// Every API pin (expired ones too), of one table or of all, by table then version.
+    pub async fn pins(&self, table: Option<&str>) -> Result<Vec<TablePin>, StoreError> {
+        self.measured(StoreOp::Pins, async {
+            self.dialect
+                .fetch(self.sql().pins, args!(table))
+                .await?
+                .iter()
+                .map(pin_of)
+                .collect()
+        })
+        .await
+    }
+
+    /// Removes the pin of `version`; whether there was one.
+    pub async fn remove_pin(&self, table: &str, version: i64) -> Result<bool, StoreError> {
+        self.measured(StoreOp::RemovePin, async {
+            let n = self
+                .dialect
+                .execute(self.sql().remove_pin, args!(table, version))
+                .await?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
     // ------------------------------------------------------------------ history
 
     /// Copies commits of `table` into `table_commits`. Versions already recorded (by this
@@ -1212,6 +1271,17 @@ fn attempt_row(r: &Record) -> Result<Attempt, StoreError> {
         finished_at: r.opt_time("finished_at")?,
         outcome: r.opt_parsed("outcome")?,
         error: r.opt_text("error")?,
+    })
+}
+
+fn pin_of(r: &Record) -> Result<TablePin, StoreError> {
+    Ok(TablePin {
+        table_name: r.text("table_name")?,
+        version: r.int("version")?,
+        until: r.time("until")?,
+        reason: r.text("reason")?,
+        created_at: r.time("created_at")?,
+        created_by: r.text("created_by")?,
     })
 }
 

@@ -60,6 +60,7 @@ conformance!(
     failure_streaks_count_every_replicas_failures_since_the_last_success,
     one_cron_tick_makes_one_job_even_after_it_started,
     pauses_are_shared_and_last_write_wins,
+    pins_are_kept_per_version_replaced_and_removed,
     replicas_beat_leave_and_age_out,
     probes_are_shared_newest_first_and_keep_the_last_good_facts,
 );
@@ -1190,6 +1191,46 @@ mod suite {
             [("a".to_owned(), false), ("b".to_owned(), true)],
             "one override per table, the last one written, by table name"
         );
+    }
+
+    pub async fn pins_are_kept_per_version_replaced_and_removed(store: &JobStore) {
+        use chrono::TimeZone;
+        assert!(store.pins(None).await.unwrap().is_empty());
+        let march = Utc.with_ymd_and_hms(2027, 3, 1, 0, 0, 0).unwrap();
+        let april = Utc.with_ymd_and_hms(2027, 4, 1, 12, 30, 0).unwrap();
+        let first = store
+            .add_pin("orders", 1482, march, "model run 88", "alice")
+            .await
+            .unwrap();
+        assert_eq!((first.version, first.until), (1482, march));
+        store.add_pin("orders", 7, march, "", "bob").await.unwrap();
+        store
+            .add_pin("events", 3, march, "audit", "carol")
+            .await
+            .unwrap();
+        // pinning a version again replaces its end, reason and author
+        let again = store
+            .add_pin("orders", 1482, april, "model run 89", "dave")
+            .await
+            .unwrap();
+        assert_eq!(again.until, april);
+        let orders = store.pins(Some("orders")).await.unwrap();
+        assert_eq!(
+            orders
+                .iter()
+                .map(|p| (p.version, p.until, p.reason.as_str(), p.created_by.as_str()))
+                .collect::<Vec<_>>(),
+            [(7, march, "", "bob"), (1482, april, "model run 89", "dave")],
+            "one pin per version, by version"
+        );
+        assert_eq!(store.pins(None).await.unwrap().len(), 3);
+        assert!(store.remove_pin("orders", 7).await.unwrap());
+        assert!(
+            !store.remove_pin("orders", 7).await.unwrap(),
+            "already gone"
+        );
+        assert_eq!(store.pins(Some("orders")).await.unwrap().len(), 1);
+        assert_eq!(store.pins(Some("events")).await.unwrap().len(), 1);
     }
 
     pub async fn replicas_beat_leave_and_age_out(store: &JobStore) {

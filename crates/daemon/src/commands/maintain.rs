@@ -5,6 +5,8 @@
 //! for a checkpoint gets one) unless `--if-needed`, and never the safety checks. Without a job
 //! store there is nowhere to copy the history of commits a log cleanup would delete, so the
 //! checkpoint deletes no log file unless `--cleanup-log` gives that history up explicitly.
+//! VACUUM and log cleanup keep the inventory's pins and clones, what every other inventoried
+//! table references, and the API's pins when `TABLEKEEPER_DATABASE_URL` is set.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -91,7 +93,19 @@ pub async fn run(request: Request<'_>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let keep = if matches!(op, Operation::Vacuum | Operation::Checkpoint) {
+        match keep(&inv, spec).await {
+            Ok(keep) => keep,
+            Err(message) => {
+                eprintln!("error: table `{table}`: {message}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        tablekeeper_delta::Keep::default()
+    };
     let ctx = RunContext {
+        keep,
         dry_run: request.dry_run,
         // A foreground VACUUM lists the directory: an operator running it by hand
         // usually wants orphans from failed rewrites reclaimed too.
@@ -105,4 +119,39 @@ pub async fn run(request: Request<'_>) -> ExitCode {
         },
     };
     super::print_outcome(table, op, executor::run(spec, op, ctx, cancel).await)
+}
+
+/// What VACUUM and log cleanup keep: the inventory's pins and clones, every other inventoried
+/// table read as a referrer, and the API's pins when `TABLEKEEPER_DATABASE_URL` names the job
+/// store the daemon uses. No probes tell here which tables reference others, so each one is
+/// read, and one whose log cannot be read refuses the VACUUM, named (strict, as an operator's
+/// one-off run should be).
+async fn keep(
+    inventory: &tablekeeper_inventory::Inventory,
+    spec: &tablekeeper_inventory::TableSpec,
+) -> Result<tablekeeper_delta::Keep, String> {
+    let pins = match std::env::var("TABLEKEEPER_DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => {
+            let store =
+                tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default())
+                    .await
+                    .map_err(|e| format!("cannot reach the job store for the table's pins: {e}"))?;
+            let pins = store
+                .pins(Some(&spec.name))
+                .await
+                .map_err(|e| format!("cannot read the table's pins from the job store: {e}"))?;
+            store.close().await;
+            pins
+        }
+        _ => {
+            eprintln!(
+                "note: TABLEKEEPER_DATABASE_URL is not set: pins added through the API are not \
+                 read, only the inventory's `retention.pins`"
+            );
+            Vec::new()
+        }
+    };
+    Ok(crate::keep::keep_for(inventory, spec, &pins, |_| {
+        crate::keep::References::External
+    }))
 }

@@ -109,6 +109,29 @@ fn render_text(views: &[TableView]) -> String {
                 p.version, p.files, p.small_files, p.size_bytes, p.commits_since_checkpoint
             );
         }
+        if let Some(drill) = v.probe.as_ref().and_then(|p| p.restore_drill.as_ref()) {
+            let r = drill.retained_bytes;
+            let _ = writeln!(
+                out,
+                "  retained for time travel: {} bytes by the window, {} by pins, {} by clones",
+                r.window, r.pin, r.clone
+            );
+            for owed in drill.versions.iter().filter(|o| !o.restorable) {
+                let _ = writeln!(
+                    out,
+                    "  unrestorable: {} ({}) version {}: {}",
+                    owed.owed_to,
+                    owed.reason,
+                    owed.version
+                        .map_or_else(|| "?".to_owned(), |v| v.to_string()),
+                    owed.error.clone().unwrap_or_else(|| format!(
+                        "{} file(s) missing, first {}",
+                        owed.missing_count,
+                        owed.missing_files.join(", ")
+                    ))
+                );
+            }
+        }
         for d in &v.drift {
             let _ = writeln!(out, "  drift ({}): {}", d.kind.as_str(), d.detail);
         }

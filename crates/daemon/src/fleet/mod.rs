@@ -206,13 +206,43 @@ impl Fleet {
         }
     }
 
+    /// What `spec`'s VACUUM, log cleanup and restore drill keep for others: the inventory's
+    /// pins and clones, the API pins `pins`, and the inventoried tables whose last probe (any
+    /// replica's) saw files outside their root, or that were not probed yet.
+    pub(crate) fn keep_for(
+        &self,
+        spec: &TableSpec,
+        pins: &[tablekeeper_store::TablePin],
+    ) -> tablekeeper_delta::Keep {
+        use crate::keep::References;
+        let inventory = self.inventory();
+        crate::keep::keep_for(&inventory, spec, pins, |other| {
+            self.with_state(&other.name, |state| match &state.probe {
+                Some(probe) if probe.external_files > 0 => References::External,
+                Some(_) => References::OwnOnly,
+                None => References::Unknown,
+            })
+            .unwrap_or(References::Unknown)
+        })
+    }
+
     /// Probes one table's log. Storage trouble (timeouts, 5xx, throttling) is retried a
     /// few times with backoff; if it persists the table keeps its last good figures and
     /// shows health `unknown`.
     pub(crate) async fn probe(&self, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
+        let api_pins = self
+            .with_state(&spec.name, |s| s.api_pins.clone())
+            .flatten()
+            .unwrap_or_default();
         let options = ProbeOptions {
             stale_watch: tablekeeper_delta::stale_watch_for(spec.vacuum_window()),
             now: Some(self.clock.now().into_std()),
+            drill: Some(tablekeeper_delta::DrillOptions {
+                keep: self.keep_for(spec, &api_pins),
+                window: spec.vacuum_window(),
+                allow_short_retention: spec.retention.allow_short_retention,
+                every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
+            }),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
         // on the Delta runtime: a log replay computes without yielding for as long as the

@@ -31,6 +31,8 @@ pub(crate) struct TableState {
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
     /// Rewrites of the table by other engines recorded in the job store (any replica).
     pub foreign_rewrites: Option<tablekeeper_store::ForeignRewriteRow>,
+    /// Pins added through the API (job store, every replica); `None` until first read.
+    pub api_pins: Option<Vec<tablekeeper_store::TablePin>>,
     /// When the table is probed next.
     pub cadence: super::cadence::Cadence,
 }

@@ -248,7 +248,7 @@ async fn set_paused(
         .ok_or_else(|| unknown_table(name))
 }
 
-fn guard_mutation(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn guard_mutation(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
     require_admin(rt.admin_token.as_ref().map(|t| t.expose()), headers)?;
     if !rt.accepting_mutations() {
         return Err(ApiError::Unavailable(
@@ -258,6 +258,6 @@ fn guard_mutation(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn unknown_table(name: &str) -> ApiError {
+pub(super) fn unknown_table(name: &str) -> ApiError {
     ApiError::NotFound(format!("no table `{name}` in the inventory"))
 }

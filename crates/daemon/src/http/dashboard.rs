@@ -186,6 +186,31 @@ pub async fn table_page(
             h2 { "Drift" }
             ul { @for d in &v.drift { li { (d.kind.as_str()) ": " (d.detail) } } }
         }
+        @if let Some(drill) = v.probe.as_deref().and_then(|p| p.restore_drill.as_ref()) {
+            h2 { "Time travel and restore drill" }
+            p {
+                "Kept on storage for time travel: "
+                (bytesize::ByteSize::b(drill.retained_bytes.window).display().iec()) " by the VACUUM window, "
+                (bytesize::ByteSize::b(drill.retained_bytes.pin).display().iec()) " by pins, "
+                (bytesize::ByteSize::b(drill.retained_bytes.clone).display().iec()) " by clones (drill of " (stamp(drill.checked_at)) ")."
+            }
+            table {
+                thead { tr { th { "owed to" } th { "version" } th { "restorable" } th { "missing files" } } }
+                tbody { @for o in &drill.versions {
+                    tr.(if o.restorable { "" } else { "bad" }) {
+                        td { (o.owed_to) }
+                        td { (o.version.map_or_else(|| "?".to_owned(), |v| v.to_string())) }
+                        td { (if o.restorable { "yes" } else { "no" }) }
+                        td {
+                            @if let Some(e) = &o.error { (e) }
+                            @else if o.missing_count > 0 {
+                                (o.missing_count) ": " (o.missing_files.join(", "))
+                            }
+                        }
+                    }
+                } }
+            }
+        }
         @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
             h2 { "Erasure" }
             p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }

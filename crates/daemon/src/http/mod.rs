@@ -6,6 +6,7 @@ mod api;
 mod auth;
 mod dashboard;
 mod error;
+mod pins;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::runtime::Runtime;
 
-/// Largest request body accepted: the only body is `{"operation": "..."}`.
+/// Largest request body accepted: the bodies are `{"operation": "..."}` and a pin.
 const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Requests slower than this are cut off (a slow store must not pile up connections).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,6 +44,10 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/v1/tables/{name}/history", get(api::table_history))
         .route("/api/v1/tables/{name}/pause", post(api::pause))
         .route("/api/v1/tables/{name}/resume", post(api::resume))
+        .route(
+            "/api/v1/tables/{name}/pins",
+            get(pins::list).post(pins::add).delete(pins::remove),
+        )
         .route("/api/v1/jobs", get(api::list_jobs))
         .fallback(not_found)
         // Prometheus asks for gzip: `/metrics` of 10,000 tables shrinks about tenfold on

@@ -17,6 +17,18 @@ pub(crate) struct TableFigures {
     pub commits_per_hour: u64,
     /// Exported for tables where erasure is a question (see `publish::erasure_figures`).
     pub erasure: Option<ErasureFigures>,
+    /// From the last restore drill: versions owed that cannot be restored.
+    pub unrestorable_versions: u64,
+    /// From the last restore drill: bytes kept only because of the window, a pin, a clone.
+    pub retained_bytes: RetainedFigures,
+}
+
+/// Bytes kept on storage beyond the current version, by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RetainedFigures {
+    pub window: u64,
+    pub pin: u64,
+    pub clone: u64,
 }
 
 /// What storage still holds of deleted rows.

@@ -25,7 +25,7 @@ use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
 use tablekeeper_vocab::{AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind};
 
-pub(crate) use figures::{ErasureFigures, OperationFigures, TableFigures};
+pub(crate) use figures::{ErasureFigures, OperationFigures, RetainedFigures, TableFigures};
 use table_gauges::TableGauges;
 
 /// Job-duration buckets in seconds: maintenance runs from sub-second checkpoints on small
@@ -232,8 +232,8 @@ impl Metrics {
 
     /// A table is in the inventory (again after every reload, so an owner change replaces
     /// its `table_info` series). Only the series every table needs from the start are
-    /// created here: `table_info` (the join target of every rule) and the declared erasure
-    /// deadline. Series of operations the inventory disabled are dropped so a disabled
+    /// created here: `table_info` (the join target of every rule), the average file size
+    /// threshold and the declared erasure deadline. Series of operations the inventory disabled are dropped so a disabled
     /// operation never looks stale. Everything else appears with its first figure or event
     /// (README "Metrics": which series exist when).
     pub(crate) fn table_added(&self, spec: &TableSpec) {
@@ -241,6 +241,7 @@ impl Metrics {
         self.tables.update(name, |row| {
             row.owner = Some(spec.owner.clone());
             row.erasure_deadline_seconds = spec.retention.erasure_deadline.map(|d| d.as_secs_f64());
+            row.min_average_file_size_bytes = Some(spec.layout.min_average_file_size as f64);
             row.operations.retain(|op, _| spec.operation_enabled(*op));
         });
         for op in Operation::SCHEDULED {

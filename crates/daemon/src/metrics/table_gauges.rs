@@ -2,7 +2,7 @@
 //! success, failure streaks, drift, erasure), kept as one compact row per table and written
 //! out at scrape time, one metric family after the other.
 //!
-//! These series make up nearly all of `/metrics` (ten per healthy table). As prometheus
+//! These series make up nearly all of `/metrics` (eleven per healthy table). As prometheus
 //! gauge vectors each series cost about 440 bytes of heap (its label pairs as owned strings,
 //! an atomic, a hash map entry), 44 MB at 10,000 tables, and a scrape gathered all of them
 //! into one more copy before encoding (another 30 MB at the peak). A row holds the same
@@ -28,6 +28,9 @@ pub(super) struct Row {
     pub operations: BTreeMap<Operation, OperationRow>,
     pub drift: Vec<DriftKind>,
     pub erasure_deadline_seconds: Option<f64>,
+    /// The inventory's `layout.min_average_file_size`, the threshold of the average file
+    /// size alert.
+    pub min_average_file_size_bytes: Option<f64>,
     pub last_stale_write_seconds: Option<f64>,
     /// Set only for tables whose rewrites tablekeeper owns: the alert reads it.
     pub last_foreign_rewrite_seconds: Option<f64>,
@@ -147,13 +150,16 @@ enum Family {
     DeletedRows,
     ErasurePending,
     ErasureDeadline,
+    MinAverageFileSize,
+    UnrestorableVersions,
+    RetainedBytes,
     Drift,
     LastStaleWrite,
     LastForeignRewrite,
 }
 
 impl Family {
-    const ALL: [Family; 16] = [
+    const ALL: [Family; 19] = [
         Family::Info,
         Family::LastSuccess,
         Family::Staleness,
@@ -167,6 +173,9 @@ impl Family {
         Family::DeletedRows,
         Family::ErasurePending,
         Family::ErasureDeadline,
+        Family::MinAverageFileSize,
+        Family::UnrestorableVersions,
+        Family::RetainedBytes,
         Family::Drift,
         Family::LastStaleWrite,
         Family::LastForeignRewrite,
@@ -187,6 +196,9 @@ impl Family {
             Family::DeletedRows => "tablekeeper_table_deleted_rows",
             Family::ErasurePending => "tablekeeper_erasure_pending_seconds",
             Family::ErasureDeadline => "tablekeeper_erasure_deadline_seconds",
+            Family::MinAverageFileSize => "tablekeeper_table_min_average_file_size_bytes",
+            Family::UnrestorableVersions => "tablekeeper_table_unrestorable_versions",
+            Family::RetainedBytes => "tablekeeper_table_retained_bytes",
             Family::Drift => "tablekeeper_drift",
             Family::LastStaleWrite => "tablekeeper_last_stale_write_timestamp_seconds",
             Family::LastForeignRewrite => "tablekeeper_last_foreign_rewrite_timestamp_seconds",
@@ -208,6 +220,9 @@ impl Family {
             Family::DeletedRows => "Rows marked deleted by deletion vectors but still inside active files (from the log)",
             Family::ErasurePending => "Age of the oldest deletion whose rows are still physically on storage (in a file with a deletion vector, a removed file not yet vacuumed, or a change-data file); 0 when none",
             Family::ErasureDeadline => "The inventory's retention.erasure_deadline: deleted rows must be physically gone within it",
+            Family::MinAverageFileSize => "The inventory's layout.min_average_file_size: an average file size (size_bytes / files) below it predicts a slow table",
+            Family::UnrestorableVersions => "Versions owed (pins, clones, the window's oldest) that the last restore drill could not restore; a series only while > 0",
+            Family::RetainedBytes => "Bytes kept on storage only because of the VACUUM window, a pin or a clone (reason), from the last restore drill; a series only while > 0",
             Family::Drift => "1 when the live table disagrees with the inventory (kind: retention, protocol, partitioning)",
             Family::LastStaleWrite => "When the job store first recorded the table's latest stale write (any replica)",
             Family::LastForeignRewrite => "Commit time of the latest rewrite by another engine of a table tablekeeper rewrites, from the job store (any replica)",
@@ -246,6 +261,11 @@ impl Family {
                     emit(&[], seconds);
                 }
             }
+            Family::MinAverageFileSize => {
+                if let Some(bytes) = row.min_average_file_size_bytes {
+                    emit(&[], bytes);
+                }
+            }
             Family::LastStaleWrite => {
                 if let Some(at) = row.last_stale_write_seconds {
                     emit(&[], at);
@@ -254,6 +274,15 @@ impl Family {
             Family::LastForeignRewrite => {
                 if let Some(at) = row.last_foreign_rewrite_seconds {
                     emit(&[], at);
+                }
+            }
+            Family::RetainedBytes => {
+                let Some(f) = &row.figures else { return };
+                let r = f.retained_bytes;
+                for (reason, bytes) in [("window", r.window), ("pin", r.pin), ("clone", r.clone)] {
+                    if bytes > 0 {
+                        emit(&[("reason", reason)], count(bytes));
+                    }
                 }
             }
             figure => {
@@ -267,6 +296,9 @@ impl Family {
                     Family::CommitsPerHour => Some(count(f.commits_per_hour)),
                     Family::DeletedRows => f.erasure.map(|e| count(e.deleted_rows)),
                     Family::ErasurePending => f.erasure.map(|e| e.pending.as_secs_f64()),
+                    Family::UnrestorableVersions => {
+                        (f.unrestorable_versions > 0).then(|| count(f.unrestorable_versions))
+                    }
                     _ => None,
                 };
                 if let Some(value) = value {

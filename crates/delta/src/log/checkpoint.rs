@@ -12,6 +12,7 @@
 //!   ([`LogCleanup::Recorded`]), unless it explicitly gives that up ([`LogCleanup::Unrecorded`]);
 //! - the deletion is planned and proven first ([`crate::log::integrity`]): every version from the
 //!   oldest one inside the window to the latest keeps loading, the newest checkpoint stays;
+//! - a pinned version ([`Pin`]) stays loadable until its pin expires, as if inside the window;
 //! - afterwards a fresh reader loads the oldest retained and the latest version and must see the
 //!   same files as before.
 //!
@@ -35,6 +36,7 @@ use crate::log::read::{commits_since, last_checkpoint, list_log, read_commit, Lo
 use crate::open::{open_table, open_table_at, unguarded_log_store};
 use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
+use crate::retention::keep::{pinned_version, Pin};
 use crate::retention::window::{
     effective_log_retention, EXPIRED_LOG_CLEANUP_PROPERTY, LOG_RETENTION_PROPERTY,
 };
@@ -68,6 +70,9 @@ pub struct CheckpointOptions {
     pub force: bool,
     /// What log cleanup may delete.
     pub log_cleanup: LogCleanup,
+    /// Versions others rely on: log cleanup keeps every pinned version loadable until its pin
+    /// expires, as it keeps the log retention window.
+    pub pins: Vec<Pin>,
 }
 
 /// Checkpoints `table_uri` when due (or forced), cleans up expired log files as `options` allow
@@ -158,7 +163,22 @@ async fn run(
         let hint = last_checkpoint(store.as_ref(), uri)
             .await?
             .map(|cp| cp.version);
-        let keep_from = oldest_in_window(&table, uri, &listing, version, cutoff_ms).await?;
+        let mut keep_from = oldest_in_window(&table, uri, &listing, version, cutoff_ms).await?;
+        let now_ms = Utc::now().timestamp_millis();
+        for pin in &options.pins {
+            if !pin.active(now_ms) {
+                report.warnings.push(format!(
+                    "pin {} expired and no longer keeps the log",
+                    pin.label()
+                ));
+                continue;
+            }
+            let pinned = pinned_version(uri, &table, &listing, pin).await?;
+            if pinned < keep_from {
+                tracing::info!(table = uri, pin = %pin.label(), version = pinned, "log cleanup keeps a pinned version");
+                keep_from = pinned;
+            }
+        }
         let bounds = CleanupBounds {
             latest: version,
             keep_from,
@@ -241,12 +261,7 @@ async fn oldest_in_window(
         let Some(commit) = read_commit(log_store.as_ref(), uri, version).await? else {
             continue;
         };
-        let committed = commit
-            .info_timestamp_ms()
-            .map_or(commit.modified_ms.unwrap_or(i64::MAX), |ts| {
-                ts.max(commit.modified_ms.unwrap_or(ts))
-            });
-        if committed <= cutoff_ms {
+        if commit.window_time_ms() <= cutoff_ms {
             return Ok(version);
         }
     }

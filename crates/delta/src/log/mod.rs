@@ -2,8 +2,9 @@
 //! partition keys, `_last_checkpoint`), the deletion vectors its actions name
 //! ([`deletion_vector`]), which versions load and what cleanup may delete ([`integrity`]), the
 //! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
-//! does delete log files, after writing a checkpoint ([`checkpoint`]), and the commit history
-//! that outlives the log ([`history`]).
+//! does delete log files, after writing a checkpoint ([`checkpoint`]), the commit history
+//! that outlives the log ([`history`]), and the files another table's log references, read
+//! without deltalake ([`references`]).
 //!
 //! This module only declares; the items live in the files.
 
@@ -14,3 +15,4 @@ pub(crate) mod history;
 pub(crate) mod integrity;
 pub(crate) mod path;
 pub(crate) mod read;
+pub(crate) mod references;

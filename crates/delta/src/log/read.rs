@@ -336,6 +336,16 @@ impl Commit {
         self.info_timestamp_ms().or(self.modified_ms)
     }
 
+    /// The commit time retention windows compare with: the later of its own timestamp and
+    /// its file's modification time, so a disagreement between the two keeps more, never
+    /// less; `i64::MAX` (inside every window) when neither is known.
+    pub fn window_time_ms(&self) -> i64 {
+        match (self.info_timestamp_ms(), self.modified_ms) {
+            (Some(own), Some(file)) => own.max(file),
+            (own, file) => own.or(file).unwrap_or(i64::MAX),
+        }
+    }
+
     /// Which engine wrote the commit: `commitInfo.engineInfo` (Spark, Databricks, delta-rs
     /// since 0.17), else `clientVersion` (older delta-rs).
     pub fn engine(&self) -> Option<&str> {

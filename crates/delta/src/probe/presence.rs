@@ -12,9 +12,10 @@
 //! list and with [`crate::log::integrity`]'s rules, never a read of a data file: one LIST request
 //! per 1,000 objects on S3, GCS and Azure, a directory walk on local storage. Between full
 //! checks, files added since the last one are asked for one by one
-//! ([`ensure_files_present`]): a HEAD request each.
+//! ([`ensure_files_present`]): a HEAD request each. Files the log names by absolute path (a
+//! shallow clone's, under another table's root) are not this table's to check.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake::logstore::object_store::{GetOptions, ObjectMeta, ObjectStore};
@@ -26,6 +27,7 @@ use crate::log::integrity::ensure_log_sound;
 use crate::log::path::decode_path;
 use crate::log::read::last_checkpoint;
 use crate::log::read::{LogListing, LOG_READ_CONCURRENCY};
+use crate::log::references::is_absolute;
 use crate::snapshot::ActiveFile;
 
 /// Prefix of the transaction log inside the table root; not data files.
@@ -33,10 +35,10 @@ const LOG_PREFIX: &str = "_delta_log/";
 
 /// What one listing of the table root found.
 #[derive(Default)]
-struct Listed {
-    /// Data file paths (relative, percent-decoded).
-    data: HashSet<String>,
-    log: LogListing,
+pub(crate) struct Listed {
+    /// Data file paths (relative, percent-decoded), with their sizes.
+    pub data: HashMap<String, u64>,
+    pub log: LogListing,
 }
 
 impl Listed {
@@ -45,7 +47,8 @@ impl Listed {
             self.log
                 .add(&meta.location, meta.last_modified.timestamp_millis());
         } else {
-            self.data.insert(decode_path(meta.location.as_ref()));
+            self.data
+                .insert(decode_path(meta.location.as_ref()), meta.size);
         }
     }
 }
@@ -58,7 +61,11 @@ const LIST_DIRECTORIES_FROM: usize = 1_000;
 /// Lists every object under the table root. A large table's root level is listed first,
 /// then each directory below it (partitions, `_delta_log/`) at the same time, so the listing
 /// takes about as long as its largest partition's, not the sum of all.
-async fn list_root(table: &DeltaTable, uri: &str, active: usize) -> Result<Listed, DeltaError> {
+pub(crate) async fn list_root(
+    table: &DeltaTable,
+    uri: &str,
+    active: usize,
+) -> Result<Listed, DeltaError> {
     let store = table.object_store();
     let context = "listing the table's files";
     let mut listed = Listed::default();
@@ -111,10 +118,12 @@ async fn list_root(table: &DeltaTable, uri: &str, active: usize) -> Result<Liste
 }
 
 /// Active files (relative, percent-decoded paths) missing from `data`.
-fn missing_files(data: &HashSet<String>, files: &[ActiveFile]) -> Vec<String> {
+fn missing_files(data: &HashMap<String, u64>, files: &[ActiveFile]) -> Vec<String> {
     let mut missing: Vec<String> = files
         .iter()
-        .filter(|f| !data.contains(&f.path) && !data.contains(&decode_path(&f.path)))
+        // absolute paths name another table's files (a shallow clone's): not under this root
+        .filter(|f| !is_absolute(&f.path))
+        .filter(|f| !data.contains_key(&f.path) && !data.contains_key(&decode_path(&f.path)))
         .map(|f| f.path.clone())
         .collect();
     missing.sort();
@@ -157,6 +166,7 @@ pub(crate) async fn ensure_files_present(
     // makes the probe's future not `Send` for every lifetime (rust-lang/rust#100013)
     let checks: Vec<_> = added
         .iter()
+        .filter(|file| !is_absolute(&file.path))
         .map(|file| {
             let (store, uri, path) = (table.object_store(), uri.to_owned(), file.path.clone());
             async move {

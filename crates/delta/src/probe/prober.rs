@@ -31,6 +31,7 @@ use crate::log::history::CommitRecord;
 use crate::log::read::{commits_since, last_checkpoint, LastCheckpoint};
 use crate::log::read::{list_log, partition_key, read_commits, Commit};
 use crate::open::open_table;
+use crate::probe::drill::{DrillOptions, RestoreDrill};
 use crate::probe::erasure::ErasureLedger;
 use crate::probe::presence::explain_load_failure;
 use crate::rewrite::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
@@ -55,7 +56,7 @@ const MAX_FILES_ASKED_FOR: usize = 100;
 pub const DEFAULT_PRESENCE_IDLE_EVERY: Duration = Duration::from_secs(6 * 3600);
 
 /// What counts as a small file, and how often files are checked for presence.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ProbeOptions {
     /// The table's target file size, in bytes.
     pub target_file_size: u64,
@@ -81,6 +82,8 @@ pub struct ProbeOptions {
     pub stale_watch: Duration,
     /// Now, for the presence schedule; `None` reads the system clock (tests inject one).
     pub now: Option<Instant>,
+    /// The restore drill's inputs; `None`: no drill (see [`crate::probe::drill`]).
+    pub drill: Option<DrillOptions>,
 }
 
 impl ProbeOptions {
@@ -93,6 +96,7 @@ impl ProbeOptions {
             presence_idle_every: DEFAULT_PRESENCE_IDLE_EVERY,
             stale_watch: DEFAULT_STALE_WATCH,
             now: None,
+            drill: None,
         }
     }
 }
@@ -193,6 +197,14 @@ pub struct Probe {
     /// delete): VACUUM may delete every such file once this is older than the retention.
     #[serde(default)]
     pub erasure_last_removal_at: Option<DateTime<Utc>>,
+    /// Active files the log names by absolute path, outside the table's root (a shallow
+    /// clone's files in its source): VACUUM of the other table must keep them.
+    #[serde(default)]
+    pub external_files: u64,
+    /// The last restore drill: whether every version owed still restores, and what keeping
+    /// them costs; `None` before the first one.
+    #[serde(default)]
+    pub restore_drill: Option<RestoreDrill>,
 }
 
 impl Probe {
@@ -238,6 +250,10 @@ struct History {
     /// Records not yet taken by [`Prober::take_history`].
     unrecorded: Vec<CommitRecord>,
     erasure: ErasureLedger,
+    /// Whether any commit read removed a file: until one does, every version's files are
+    /// the current version's (the restore drill then has nothing to prove beyond the damage
+    /// check).
+    removed_files: bool,
 }
 
 fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
@@ -263,11 +279,13 @@ impl History {
             watch_ms: i64::try_from(watch.as_millis()).unwrap_or(i64::MAX),
             unrecorded: Vec::new(),
             erasure: ErasureLedger::default(),
+            removed_files: false,
         }
     }
 
     fn absorb(&mut self, commit: &Commit) {
         let version = commit.version;
+        self.removed_files |= !commit.removes.is_empty();
         if let Some(record) = CommitRecord::of(commit) {
             self.unrecorded.push(record);
         }
@@ -338,6 +356,8 @@ struct Tracked {
     /// `_last_checkpoint` as read at a version: re-read only when the version moves, so an
     /// idle table's probe is the one LIST of its log that finds nothing new.
     checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
+    /// The last restore drill, and when it ran.
+    drill: Option<(Instant, RestoreDrill)>,
 }
 
 /// How many tables a [`Prober`] keeps loaded by default.
@@ -480,6 +500,7 @@ impl Prober {
                     presence_ok_at: None,
                     unverified: HashSet::new(),
                     checkpoint_at: None,
+                    drill: None,
                 },
                 Err(err) => return Err(explain_load_failure(uri, err).await),
             },
@@ -587,8 +608,10 @@ async fn probe_tracked(
     let mut small_files_by_partition = BTreeMap::new();
     let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
     let (mut dv_files, mut dv_rows, mut deleted_rows) = (0u64, 0u64, 0u64);
+    let mut external_files = 0u64;
     for file in &files {
         count += 1;
+        external_files += u64::from(crate::log::references::is_absolute(&file.path));
         size += file.size;
         if let Some(dv) = &file.deletion_vector {
             dv_files += 1;
@@ -668,6 +691,46 @@ async fn probe_tracked(
     }
     tracked.unverified.clear();
 
+    if let Some(drill_options) = &options.drill {
+        let due = tracked
+            .drill
+            .as_ref()
+            .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= drill_options.every);
+        if due {
+            let property = protocol
+                .properties
+                .get(crate::retention::window::DELETED_FILE_RETENTION_PROPERTY)
+                .map(String::as_str);
+            let append_only = !tracked.history.removed_files;
+            match crate::probe::drill::drill(
+                uri,
+                table,
+                &files,
+                property,
+                drill_options,
+                append_only,
+                probed_at,
+            )
+            .await
+            {
+                Ok(drill) => {
+                    let unrestorable = drill.unrestorable();
+                    if unrestorable > 0 {
+                        tracing::warn!(
+                            table = uri,
+                            unrestorable,
+                            "restore drill: versions owed cannot be restored"
+                        );
+                    }
+                    tracked.drill = Some((now, drill));
+                }
+                Err(err) => {
+                    tracing::warn!(table = uri, error = %err, "restore drill could not run; retried at the next probe");
+                }
+            }
+        }
+    }
+    let restore_drill = tracked.drill.as_ref().map(|(_, d)| d.clone());
     let history = &mut tracked.history;
     let erasure = history.erasure.summary(&files);
     drop(files);
@@ -733,6 +796,8 @@ async fn probe_tracked(
         erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
         erasure_pending_version: erasure.pending_version.map(to_i64),
         erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
+        external_files,
+        restore_drill,
     })
 }
 

@@ -9,11 +9,14 @@
 //!    retention window (the version time travel to `now - retention` lands on, and every later
 //!    one) must stay, deletion-vector files included; if one is listed, refuse and delete
 //!    nothing;
-//! 5. only then run the real vacuum, from the same snapshot and the same clock instant as the
-//!    dry run so its plan is the same list, with deltalake's own retention check disabled (ours
-//!    ran in step 2);
-//! 6. count what was reclaimed from the files that existed before deletion: deltalake re-lists
-//!    files it already deleted until a checkpoint drops their tombstones.
+//! 5. take off the list every file something else still needs ([`crate::retention::keep`]):
+//!    the files of pinned versions and those other tables' logs reference (shallow clones),
+//!    naming who keeps what; a pin that does not load or a referrer whose log cannot be read
+//!    refuses the VACUUM;
+//! 6. only then delete exactly what is left, between `VACUUM START` and `VACUUM END` commits
+//!    as Delta's own VACUUM writes them, and count what was reclaimed from the files that
+//!    existed before deletion (deltalake re-lists files it already deleted until a checkpoint
+//!    drops their tombstones).
 //!
 //! `Lite` mode only considers tombstones from the log; `Full` also lists storage and removes
 //! orphans (e.g. files of a failed or cancelled OPTIMIZE). Run `Full` periodically.
@@ -24,9 +27,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::operations::vacuum::{Clock, VacuumMode as DeltaVacuumMode};
+use deltalake::protocol::DeltaOperation;
 use deltalake::{DeltaTable, ObjectStoreError, Path};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -40,6 +44,7 @@ use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::open::{open_table_at, table_url};
 use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
+use crate::retention::keep::{kept_files, Keep};
 use crate::retention::window::{effective_retention, DELETED_FILE_RETENTION_PROPERTY};
 use crate::run::{cancellable, run_commits, run_marker};
 use crate::snapshot::{active_files, needed_files};
@@ -75,6 +80,8 @@ pub struct VacuumOptions {
     /// How far back stale writes waiting for a repair are looked for (see
     /// [`crate::DEFAULT_STALE_WATCH`]); VACUUM refuses while one waits.
     pub stale_watch: Duration,
+    /// What else must stay: pins and the tables that may reference this one's files.
+    pub keep: Keep,
 }
 
 /// The instant both vacuum plans are made at, so the real run deletes what the dry run listed.
@@ -141,7 +148,7 @@ async fn run(
         VacuumMode::Lite => DeltaVacuumMode::Lite,
         VacuumMode::Full => DeltaVacuumMode::Full,
     };
-    let plan = |dry_run: bool| {
+    let dry = cancellable(cancel, uri, OP, async {
         table
             .clone()
             .vacuum()
@@ -149,18 +156,9 @@ async fn run(
             // tablekeeper enforced its own floor above; deltalake's check is redundant and its
             // refusal is an opaque error
             .with_enforce_retention_duration(false)
-            .with_mode(mode.clone())
-            .with_dry_run(dry_run)
+            .with_mode(mode)
+            .with_dry_run(true)
             .with_clock(Arc::new(FixedClock(now_ms)))
-            .with_commit_properties(
-                CommitProperties::default()
-                    .with_metadata(run_marker(&run_id, OP))
-                    .with_cleanup_expired_logs(Some(false)),
-            )
-    };
-
-    let dry = cancellable(cancel, uri, OP, async {
-        plan(true)
             .await
             .map(|(_, metrics)| metrics.files_deleted)
             .map_err(|err| DeltaError::delta(uri, "vacuum dry run", err))
@@ -178,8 +176,6 @@ async fn run(
         existing_sizes(store.as_ref(), uri, &listed),
     )
     .await?;
-    let existing_paths: Vec<String> = existing.keys().cloned().collect();
-    report.set_would_delete(&existing_paths, existing.values().sum());
 
     let active = needed_files(&files);
     drop(files);
@@ -187,9 +183,10 @@ async fn run(
         cancel,
         uri,
         OP,
-        protected_files(uri, &table, &active, retention, now_ms),
+        window_files(uri, &table, &active, retention, now_ms),
     )
-    .await?;
+    .await?
+    .protected;
     let roots = root_prefixes(uri);
     let protected: HashSet<String> = protected
         .iter()
@@ -211,6 +208,34 @@ async fn run(
             files: unsafe_files,
         });
     }
+    let kept = cancellable(
+        cancel,
+        uri,
+        OP,
+        kept_files(uri, &table, &options.keep, now_ms),
+    )
+    .await?;
+    report.warnings.extend(kept.warnings.iter().cloned());
+    let mut existing = existing;
+    let mut kept_listed = 0u64;
+    existing.retain(|path, _| {
+        let keep = kept.files.contains_key(path);
+        kept_listed += u64::from(keep);
+        !keep
+    });
+    report.kept = kept.by;
+    report.kept_listed_files = kept_listed;
+    if kept_listed > 0 {
+        tracing::info!(
+            table = uri,
+            files = kept_listed,
+            keepers = ?report.kept.iter().map(|k| k.by.as_str()).collect::<Vec<_>>(),
+            "vacuum keeps files that pins or other tables still need"
+        );
+    }
+    let existing_paths: Vec<String> = existing.keys().cloned().collect();
+    report.set_would_delete(&existing_paths, existing.values().sum());
+
     if !existing.is_empty() {
         let pending = cancellable(
             cancel,
@@ -244,33 +269,21 @@ async fn run(
         retention_secs = retention.as_secs(),
         "vacuuming"
     );
-    let deleted = cancellable(cancel, uri, OP, async {
-        plan(false)
-            .await
-            .map(|(_, metrics)| metrics.files_deleted)
-            .map_err(|err| DeltaError::delta(uri, "vacuum", err))
-    })
+    let to_delete: Vec<String> = existing
+        .keys()
+        .filter_map(|path| listed.get(path).cloned())
+        .collect();
+    let deleted = cancellable(
+        cancel,
+        uri,
+        OP,
+        delete_files(&table, uri, &to_delete, &existing, retention, &run_id),
+    )
     .await?;
     let deleted: BTreeSet<String> = deleted
         .iter()
         .map(|raw| relative_to_root(raw, &roots))
         .collect();
-    let unexpected: Vec<String> = deleted
-        .iter()
-        .filter(|p| !listed.contains_key(*p))
-        .cloned()
-        .collect();
-    if !unexpected.is_empty() {
-        tracing::error!(
-            table = uri,
-            files = unexpected.len(),
-            "vacuum deleted files its dry run had not listed"
-        );
-        return Err(DeltaError::VacuumPlanChanged {
-            table: uri.to_owned(),
-            files: unexpected,
-        });
-    }
     for path in deleted.iter() {
         if let Some(size) = existing.get(path) {
             report.files_removed += 1;
@@ -284,6 +297,77 @@ async fn run(
         .collect();
     report.version_after = report.commits.last().copied();
     Ok(report.finish(started))
+}
+
+/// Deletes `raw_paths` between a `VACUUM START` and a `VACUUM END` commit, as Delta's VACUUM
+/// records itself (other engines' audits look for these operations); returns what storage
+/// reported deleted, files already gone included.
+async fn delete_files(
+    table: &DeltaTable,
+    uri: &str,
+    raw_paths: &[String],
+    sizes: &BTreeMap<String, u64>,
+    retention: Duration,
+    run_id: &str,
+) -> Result<Vec<String>, DeltaError> {
+    let properties = |metrics: serde_json::Value| {
+        let mut metadata = run_marker(run_id, OP);
+        metadata.insert("operationMetrics".to_owned(), metrics);
+        CommitProperties::default()
+            .with_metadata(metadata)
+            .with_cleanup_expired_logs(Some(false))
+    };
+    let snapshot = table
+        .snapshot()
+        .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    let start = CommitBuilder::from(properties(serde_json::json!({
+        "numFilesToDelete": raw_paths.len(),
+        "sizeOfDataToDelete": sizes.values().sum::<u64>(),
+    })))
+    .build(
+        Some(snapshot),
+        table.log_store(),
+        DeltaOperation::VacuumStart {
+            retention_check_enabled: true,
+            specified_retention_millis: Some(retention_ms),
+            default_retention_millis: retention_ms,
+        },
+    )
+    .await
+    .map_err(|err| DeltaError::delta(uri, "committing VACUUM START", err))?;
+    let store = table.object_store();
+    let locations = futures::stream::iter(
+        raw_paths
+            .iter()
+            .map(|raw| Ok(Path::parse(raw).unwrap_or_else(|_| Path::from(raw.as_str()))))
+            .collect::<Vec<_>>(),
+    )
+    .boxed();
+    let deleted: Vec<String> = store
+        .delete_stream(locations)
+        .map(|res| match res {
+            Ok(path) => Ok(path.to_string()),
+            Err(ObjectStoreError::NotFound { path, .. }) => Ok(path),
+            Err(err) => Err(err),
+        })
+        .try_collect()
+        .await
+        .map_err(|err| DeltaError::store(uri, "deleting vacuumed files", err))?;
+    CommitBuilder::from(properties(serde_json::json!({
+        "numDeletedFiles": deleted.len(),
+        "numVacuumedDirectories": 0,
+    })))
+    .build(
+        Some(&start.snapshot),
+        table.log_store(),
+        DeltaOperation::VacuumEnd {
+            status: "COMPLETED".to_owned(),
+        },
+    )
+    .await
+    .map_err(|err| DeltaError::delta(uri, "committing VACUUM END", err))?;
+    Ok(deleted)
 }
 
 /// The forms in which deltalake may report a path under the table root: as a URL and, for
@@ -352,44 +436,38 @@ async fn existing_sizes(
 /// runs to the loaded version. Its files are the files active at that first version plus every
 /// file added after it. Commit times are the later of the commit's own timestamp and its log
 /// file's modification time, so a disagreement between the two widens the window, never shrinks it.
-pub(crate) async fn protected_files(
+pub(crate) async fn window_files(
     uri: &str,
     table: &DeltaTable,
     current_needed: &HashSet<String>,
     retention: Duration,
     now_ms: i64,
-) -> Result<HashSet<String>, DeltaError> {
+) -> Result<WindowFiles, DeltaError> {
     let latest = crate::open::loaded_version(uri, table)?;
     let listing = list_log(table.object_store().as_ref(), uri).await?;
     let cutoff = now_ms.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
     let log_store = table.log_store();
-    let newest_first: Vec<(u64, i64)> = listing
+    let newest_first: Vec<u64> = listing
         .commits
         .range(..=latest)
         .rev()
-        .map(|(v, mtime)| (*v, *mtime))
+        .map(|(v, _)| *v)
         .collect();
     let mut commits = futures::stream::iter(newest_first)
-        .map(|(v, mtime)| {
+        .map(|v| {
             let log_store = log_store.clone();
             let uri = uri.to_owned();
-            async move {
-                read_commit(log_store.as_ref(), &uri, v)
-                    .await
-                    .map(|c| (mtime, c))
-            }
+            async move { read_commit(log_store.as_ref(), &uri, v).await }
         })
         .buffered(LOG_READ_CONCURRENCY);
     let mut at_cutoff = None;
     let mut window_adds: Vec<(u64, Vec<String>)> = Vec::new();
     while let Some(next) = commits.next().await {
-        let (mtime, commit) = next?;
-        let Some(commit) = commit else {
+        let Some(commit) = next? else {
             // cleaned up between listing and reading: older versions cannot be rebuilt anyway
             break;
         };
-        let ts = commit.info_timestamp_ms().map_or(mtime, |t| t.max(mtime));
-        if ts <= cutoff {
+        if commit.window_time_ms() <= cutoff {
             at_cutoff = Some(commit.version);
             break;
         }
@@ -414,18 +492,33 @@ pub(crate) async fn protected_files(
                         .into(),
             }),
         };
-    let mut protected = if start >= latest {
+    let at_start = if start >= latest {
         current_needed.clone()
     } else {
         let old = open_table_at(uri, start).await?;
-        let mut set = needed_files(&active_files(&old, uri).await?);
-        set.extend(current_needed.iter().cloned());
-        set
+        needed_files(&active_files(&old, uri).await?)
     };
+    let mut protected = at_start.clone();
+    protected.extend(current_needed.iter().cloned());
     for (version, adds) in window_adds {
         if version > start {
             protected.extend(adds);
         }
     }
-    Ok(protected)
+    Ok(WindowFiles {
+        start,
+        at_start,
+        protected,
+    })
+}
+
+/// The versions inside a retention window and what they reference.
+#[derive(Debug)]
+pub(crate) struct WindowFiles {
+    /// The window's oldest version: time travel to its start lands here.
+    pub start: u64,
+    /// Every file that version needs.
+    pub at_start: HashSet<String>,
+    /// Every file a version inside the window needs, the current one's included.
+    pub protected: HashSet<String>,
 }

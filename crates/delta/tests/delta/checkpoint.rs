@@ -13,6 +13,7 @@ fn options(max: u64, log_retention: Duration, force: bool) -> CheckpointOptions 
         log_retention,
         force,
         log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
+        pins: Vec::new(),
     }
 }
 

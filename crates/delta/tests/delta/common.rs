@@ -138,6 +138,7 @@ pub fn forced_checkpoint() -> tablekeeper_delta::CheckpointOptions {
         log_retention: std::time::Duration::from_secs(30 * 86_400),
         force: true,
         log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
+        pins: Vec::new(),
     }
 }
 
@@ -281,6 +282,7 @@ pub async fn rewriting_operations(
                 mode: VacuumMode::Full,
                 dry_run: false,
                 stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+                keep: Default::default(),
             },
             &cancel,
         )

@@ -35,7 +35,7 @@ async fn a_missing_data_file_is_reported_and_the_table_is_never_maintained() {
     let options = ProbeOptions {
         presence_every: Duration::ZERO,
         presence_idle_every: Duration::ZERO,
-        ..lazy
+        ..lazy.clone()
     };
 
     // someone deletes a data file by hand

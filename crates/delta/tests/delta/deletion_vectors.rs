@@ -63,6 +63,7 @@ fn vacuum_now() -> VacuumOptions {
         mode: VacuumMode::Full,
         dry_run: false,
         stale_watch: DEFAULT_STALE_WATCH,
+        keep: Default::default(),
     }
 }
 
@@ -423,6 +424,7 @@ async fn databricks_deletion_vector_tables_are_maintained_and_erased() {
                 log_retention: Duration::from_secs(3650 * 86_400),
                 force: true,
                 log_cleanup: LogCleanup::Unrecorded,
+                pins: Vec::new(),
             },
             &cancel,
         )

@@ -58,6 +58,7 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
                     mode: VacuumMode::Full,
                     dry_run: false,
                     stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+                    keep: Default::default(),
                 },
                 &cancel,
             )
@@ -72,6 +73,7 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
                     log_retention: TEN_YEARS,
                     force: true,
                     log_cleanup: LogCleanup::Unrecorded,
+                    pins: Vec::new(),
                 },
                 &cancel,
             )

@@ -24,6 +24,7 @@ fn checkpoint_options(log_retention: Duration, cleanup: LogCleanup) -> Checkpoin
         log_retention,
         force: true,
         log_cleanup: cleanup,
+        pins: Vec::new(),
     }
 }
 
@@ -85,6 +86,7 @@ async fn maintain_everything(uri: &str, zorder_column: Option<&str>) {
             mode: VacuumMode::Full,
             dry_run: false,
             stale_watch: DEFAULT_STALE_WATCH,
+            keep: Default::default(),
         },
         &cancel,
     )

@@ -85,6 +85,7 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
             mode: VacuumMode::Lite,
             dry_run: false,
             stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+            keep: Default::default(),
         },
         &cancel,
     )
@@ -97,6 +98,7 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
             log_retention: Duration::from_secs(30 * 86_400),
             force: false,
             log_cleanup: tablekeeper_delta::LogCleanup::Unrecorded,
+            pins: Vec::new(),
         },
         &cancel,
     )

@@ -317,6 +317,7 @@ async fn vacuum_waits_for_a_pending_repair() {
         mode: VacuumMode::Lite,
         dry_run: false,
         stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+        keep: Default::default(),
     };
     let err = vacuum(&t.uri, &options, &CancellationToken::new())
         .await

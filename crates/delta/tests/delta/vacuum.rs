@@ -26,6 +26,7 @@ fn options(
         mode,
         dry_run,
         stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+        keep: Default::default(),
     }
 }
 

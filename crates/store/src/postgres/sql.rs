@@ -138,6 +138,14 @@ pub(super) const STATEMENTS: Statements = Statements {
     set_paused: "INSERT INTO table_pauses (table_name, paused) VALUES ($1, $2) \
          ON CONFLICT (table_name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()",
     paused_overrides: "SELECT table_name, paused FROM table_pauses ORDER BY table_name",
+    add_pin: "INSERT INTO table_pins (table_name, version, until, reason, created_by) \
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (table_name, version) DO UPDATE SET until = excluded.until, \
+           reason = excluded.reason, created_by = excluded.created_by, created_at = clock_timestamp() \
+         RETURNING table_name, version, until, reason, created_at, created_by",
+    pins: "SELECT table_name, version, until, reason, created_at, created_by FROM table_pins \
+         WHERE ($1::TEXT IS NULL OR table_name = $1) ORDER BY table_name, version",
+    remove_pin: "DELETE FROM table_pins WHERE table_name = $1 AND version = $2",
     insert_commit: "INSERT INTO table_commits \
          (table_name, version, \"timestamp\", operation, operation_parameters, operation_metrics, \
           engine_info, user_name, is_blind_append, rewrite, tablekeeper_operation) \
