@@ -183,3 +183,26 @@ pub fn latest_version(root: &Path) -> anyhow::Result<u64> {
     }
     latest.ok_or_else(|| anyhow::anyhow!("no commits in {}", root.display()))
 }
+
+/// A python deltalake writer of twenty appends of ten rows: twenty small files, versions
+/// 0–19 (`run_python(TWENTY_APPENDS, &[uri])`).
+pub const TWENTY_APPENDS: &str = r#"
+import os, sys
+import pyarrow as pa
+from deltalake import write_deltalake
+for i in range(20):
+    write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(i * 10, i * 10 + 10)), pa.int64())}), mode="append")
+os._exit(0)
+"#;
+
+/// The data file commit 0 of the table at `root` added, as its log names it.
+pub fn first_added_file(root: &Path) -> anyhow::Result<String> {
+    let log = std::fs::read_to_string(root.join("_delta_log").join(format!("{:020}.json", 0)))?;
+    for line in log.lines() {
+        let action: serde_json::Value = serde_json::from_str(line)?;
+        if let Some(path) = action["add"]["path"].as_str() {
+            return Ok(path.to_owned());
+        }
+    }
+    anyhow::bail!("commit 0 of {} adds no file", root.display())
+}

@@ -9,17 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
+use tablekeeper_tests::setup::{first_added_file, TWENTY_APPENDS};
 use tablekeeper_tests::{maintain, maintained, run};
-
-/// Twenty appends of ten rows: twenty small files, versions 0–19.
-const APPENDS: &str = r#"
-import os, sys
-import pyarrow as pa
-from deltalake import write_deltalake
-for i in range(20):
-    write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(i * 10, i * 10 + 10)), pa.int64())}), mode="append")
-os._exit(0)
-"#;
 
 /// A shallow clone of the source's latest version, as Spark writes one: commitInfo `CLONE`,
 /// the source's protocol and schema under a new table id, and one add per source file with
@@ -85,7 +76,7 @@ fn source_and_clone() -> Fixture {
     let clone = dir.path().join("sandbox").join("orders_test");
     std::fs::create_dir_all(clone.parent().unwrap()).unwrap();
     let source_uri = source.to_str().unwrap().to_owned();
-    run_python(APPENDS, &[&source_uri]).unwrap();
+    run_python(TWENTY_APPENDS, &[&source_uri]).unwrap();
     let adds = run_python(SHALLOW_CLONE, &[&source_uri, clone.to_str().unwrap()]).unwrap();
     assert_eq!(adds.trim(), "20", "the clone references every source file");
     Fixture {
@@ -205,7 +196,7 @@ fn pinned_inventory(dir: &Path, uri: &str, until: &str) -> PathBuf {
 fn a_pinned_version_stays_loadable_until_its_pin_expires() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    run_python(APPENDS, &[&uri]).unwrap();
+    run_python(TWENTY_APPENDS, &[&uri]).unwrap();
     let pinned_rows = python_rows(&uri, Some(4)).unwrap();
     assert_eq!(pinned_rows.len(), 50);
     let latest_rows = python_rows(&uri, None).unwrap();
@@ -292,7 +283,7 @@ fn planned(inventory: &Path, table: &str) -> serde_json::Value {
 fn the_restore_drill_names_a_pinned_versions_missing_file() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    run_python(APPENDS, &[&uri]).unwrap();
+    run_python(TWENTY_APPENDS, &[&uri]).unwrap();
     let pinned = pinned_inventory(dir.path(), &uri, "2999-01-01");
     maintained(&pinned, "t", "compact");
     maintained(&pinned, "t", "vacuum");
@@ -318,15 +309,7 @@ fn the_restore_drill_names_a_pinned_versions_missing_file() {
 
     // version 0's file (one of version 4's five), deleted by hand: none is active any more
     let active = python_rows(&uri, None).unwrap();
-    let log0 = std::fs::read_to_string(format!("{uri}/_delta_log/{:020}.json", 0)).unwrap();
-    let first_file = log0
-        .lines()
-        .find_map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["add"]["path"].as_str().map(str::to_owned)
-        })
-        .unwrap();
-    let victim = first_file;
+    let victim = first_added_file(Path::new(&uri)).unwrap();
     std::fs::remove_file(Path::new(&uri).join(&victim)).unwrap();
 
     let view = planned(&pinned, "t");

@@ -58,6 +58,7 @@ struct RawConfig {
     poll_interval: Option<String>,
     probe_interval: Option<String>,
     max_probe_interval: Option<String>,
+    restore_drill_every: Option<String>,
     loaded_snapshots: Option<usize>,
     store_timeout: Option<String>,
     rewrite_memory_budget: Option<String>,
@@ -80,6 +81,9 @@ pub struct DaemonConfig {
     /// The longest a table whose log does not move waits between probes (it waits twice
     /// as long after each unchanged probe, from `probe_interval` up to this).
     pub max_probe_interval: Duration,
+    /// How often each table's restore drill proves that every version owed (pins, clones'
+    /// current versions, the window's oldest) still restores: one listing of the table each.
+    pub restore_drill_every: Duration,
     /// Tables kept loaded between probes (the rest are reopened at each probe): bounds the
     /// memory a large fleet takes.
     pub loaded_snapshots: usize,
@@ -353,6 +357,11 @@ impl DaemonConfig {
             // the default never asks for faster probes than probe_interval
             None => crate::fleet::DEFAULT_MAX_PROBE_INTERVAL.max(probe_interval),
         };
+        let restore_drill_every = duration(
+            "restore_drill_every",
+            raw.restore_drill_every,
+            tablekeeper_delta::DEFAULT_DRILL_EVERY,
+        )?;
         let store_timeout = duration(
             "store_timeout",
             raw.store_timeout,
@@ -423,6 +432,7 @@ impl DaemonConfig {
             max_probe_interval,
             loaded_snapshots,
             store_timeout,
+            restore_drill_every,
             rewrite_memory_budget,
         })
     }

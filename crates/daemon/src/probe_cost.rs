@@ -67,6 +67,7 @@ async fn replica(
             },
             loaded_snapshots: config.loaded_snapshots,
             clock: clock.clone(),
+            restore_drill_every: config.restore_drill_every,
         },
     ));
     let metrics = Metrics::new().expect("metrics");

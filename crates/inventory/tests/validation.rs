@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tablekeeper_inventory::{
-    Inventory, LoadError, LogStore, Operation, Problem, RewriteOwner, Topology,
+    Inventory, LoadError, LogStore, Operation, PinAt, Problem, RewriteOwner, Topology,
 };
 
 /// Joins lines with `\n`, so that line N of the inventory is `lines[N - 1]`.
@@ -1432,4 +1432,93 @@ fn auto_repair_defaults_on_and_can_be_switched_off() {
         "      auto_repair: sometimes",
     ]));
     expect(&problems, 6, 20, T, Some("maintenance.auto_repair"), "");
+}
+
+#[test]
+fn pins_clones_and_the_average_file_size_threshold() {
+    let inv = valid(&table_with(&[
+        "    layout: { min_average_file_size: 64MiB }",
+        "    retention:",
+        "      clones: [s3://lake/sandbox/events_test/, /data/clones/events]",
+        "      pins:",
+        "        - { version: 1482, until: 2027-03-01, reason: \"model run 88\" }",
+        "        - { timestamp: 2026-11-01T12:00:00Z, until: 2027-01-01T00:00:00Z }",
+    ]));
+    let t = &inv.tables[0];
+    assert_eq!(t.layout.min_average_file_size, 64 * 1024 * 1024);
+    assert_eq!(
+        t.retention.clones,
+        ["s3://lake/sandbox/events_test", "/data/clones/events"],
+        "normalized like `path`"
+    );
+    let until = |text: &str| text.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    assert_eq!(t.retention.pins[0].at, PinAt::Version(1482));
+    assert_eq!(
+        t.retention.pins[0].until,
+        until("2027-03-02T00:00:00Z"),
+        "a date holds through that day"
+    );
+    assert_eq!(t.retention.pins[0].reason, "model run 88");
+    assert_eq!(
+        t.retention.pins[1].at,
+        PinAt::Timestamp(until("2026-11-01T12:00:00Z"))
+    );
+    assert_eq!(t.retention.pins[1].reason, "");
+    // the default threshold: a quarter of the compaction target
+    let inv = valid(&table_with(&[
+        "    maintenance: { compaction: { target_file_size: 256MiB } }",
+    ]));
+    assert_eq!(inv.tables[0].layout.min_average_file_size, 64 * 1024 * 1024);
+
+    let problems = problems_of(&table_with(&[
+        "    layout: { min_average_file_size: big }",
+        "    retention:",
+        "      clones: [s3a://lake/x, s3://lake/silver/events]",
+        "      pins:",
+        "        - { version: 1, timestamp: 2026-01-01, until: 2027-01-01 }",
+        "        - { version: 2 }",
+        "        - { versoin: 3, until: 2027-01-01 }",
+        "        - { version: 4, until: next week }",
+        "        - { until: 2027-01-01 }",
+    ]));
+    let at = |field: &str| {
+        problems
+            .iter()
+            .find(|p| p.field.as_deref() == Some(field))
+            .unwrap_or_else(|| panic!("no problem at `{field}`: {problems:#?}"))
+            .clone()
+    };
+    assert_eq!(at("layout.min_average_file_size").line, 5);
+    let clone = at("retention.clones[0]");
+    assert_eq!(clone.line, 7);
+    assert!(clone.message.contains("s3a"), "{}", clone.message);
+    assert!(at("retention.pins[0]").message.contains("not both"));
+    assert!(at("retention.pins[1].until")
+        .message
+        .contains("missing required key `until`"));
+    let typo = at("retention.pins[2].versoin");
+    assert_eq!(typo.line, 11);
+    assert!(
+        typo.message.contains("did you mean `version`"),
+        "{}",
+        typo.message
+    );
+    let date = at("retention.pins[3].until");
+    assert_eq!(date.line, 12);
+    assert!(date.message.contains("not a date"), "{}", date.message);
+    assert!(at("retention.pins[4]")
+        .message
+        .contains("missing `version`"));
+
+    let problems = problems_of(&table_with(&[
+        "    retention: { clones: [\"s3://lake/silver/events/\"] }",
+    ]));
+    expect(
+        &problems,
+        5,
+        26,
+        T,
+        Some("retention.clones"),
+        "this table's own path",
+    );
 }

@@ -95,6 +95,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         probe_interval: Duration::from_secs(5),
         // the demo's tables change every few seconds; show them within 20 s when idle
         max_probe_interval: Duration::from_secs(20),
+        restore_drill_every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
         loaded_snapshots: tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
         rewrite_memory_budget: tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,

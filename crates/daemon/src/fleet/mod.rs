@@ -106,6 +106,8 @@ pub(crate) struct Fleet {
     /// Who else probes (`sharing.rs`); unknown until the job store confirms it.
     peers: RwLock<sharing::Peers>,
     clock: Clock,
+    /// How often each table's restore drill runs.
+    restore_drill_every: Duration,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
@@ -115,6 +117,8 @@ pub(crate) struct FleetOptions {
     pub loaded_snapshots: usize,
     /// What probe timing reads (tests move it forward).
     pub clock: Clock,
+    /// How often each table's restore drill runs (`restore_drill_every`).
+    pub restore_drill_every: Duration,
 }
 
 impl FleetOptions {
@@ -128,6 +132,7 @@ impl FleetOptions {
             },
             loaded_snapshots: 1,
             clock: Clock::default(),
+            restore_drill_every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
         }
     }
 }
@@ -142,6 +147,7 @@ impl Fleet {
             intervals: options.intervals,
             peers: RwLock::default(),
             clock: options.clock,
+            restore_drill_every: options.restore_drill_every,
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -241,7 +247,7 @@ impl Fleet {
                 keep: self.keep_for(spec, &api_pins),
                 window: spec.vacuum_window(),
                 allow_short_retention: spec.retention.allow_short_retention,
-                every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
+                every: self.restore_drill_every,
             }),
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
