@@ -133,7 +133,7 @@ fn inventory(dir: &Path, zorder_column: &str) {
     std::fs::write(
         dir.join("inventory.yaml"),
         format!(
-            "defaults:\n  compaction: {{ schedule: \"0 0 1 1 *\" }}\n  zorder: {{ schedule: \"0 0 1 1 *\" }}\n  vacuum: {{ schedule: \"0 0 1 1 *\" }}\n  checkpoint: {{ schedule: \"0 0 1 1 *\" }}\n  max_attempts: 1\ntables:\n  - name: p.failing\n    path: \"{}\"\n    owner: team-failing\n    layout: {{ zorder: [{zorder_column}] }}\n  - name: p.healthy\n    path: \"{}\"\n    owner: team-healthy\n",
+            "defaults:\n  compaction: {{ schedule: \"0 0 1 1 *\" }}\n  zorder: {{ schedule: \"0 0 1 1 *\" }}\n  vacuum: {{ schedule: \"0 0 1 1 *\" }}\n  checkpoint: {{ schedule: \"0 0 1 1 *\" }}\n  max_attempts: 1\ntables:\n  - name: p.failing\n    path: \"{}\"\n    owner: team-failing\n    layout: {{ zorder: [{zorder_column}] }}\n  - name: p.healthy\n    path: \"{}\"\n    owner: team-healthy\n    layout: {{ min_average_file_size: 1 }}\n",
             tables.join("failing").display(),
             tables.join("healthy").display()
         ),
@@ -280,6 +280,21 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
         )
     });
     assert_healthy_table_quiet(&firing(&prometheus).await);
+    // p.failing's files are a few KiB, far under the default threshold (a quarter of the
+    // 512 MiB target); p.healthy declares a threshold its files meet
+    wait_until(
+        Duration::from_secs(60),
+        "the average file size warning",
+        || async {
+            firing(&prometheus).await.iter().any(|(name, labels)| {
+                name == "TablekeeperAverageFileSizeLow"
+                    && labels["table"] == "p.failing"
+                    && labels["owner"] == "team-failing"
+            })
+        },
+    )
+    .await
+    .unwrap();
 
     // a restart of one replica neither clears the alert nor resets its count
     r1.signal("TERM").unwrap();

@@ -25,7 +25,9 @@
 //!   compaction and Z-order commit is checked afterwards ([`verify_rewrite_commit`]) and a
 //!   violation fails loudly with [`DeltaError::DuplicateRewrite`].
 //! - **Refusals**: tables using features deltalake cannot write (or, for rewrites, column
-//!   mapping) are never rewritten or vacuumed ([`check_maintainable`]).
+//!   mapping) are never rewritten, and vacuumed only when the feature does not govern which
+//!   unreferenced files may go; catalog-managed tables are never touched
+//!   ([`check_maintainable`]).
 //! - **Rows**: every rewrite commit (compaction, Z-order, [`PurgeOptions`] purge) must add
 //!   exactly the live rows it removed (records minus deletion vectors), else it fails loudly
 //!   with [`DeltaError::RowsChanged`] and the version to restore to.

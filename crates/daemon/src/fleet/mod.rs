@@ -224,7 +224,9 @@ impl Fleet {
         let inventory = self.inventory();
         crate::keep::keep_for(&inventory, spec, pins, |other| {
             self.with_state(&other.name, |state| match &state.probe {
-                Some(probe) if probe.external_files > 0 => References::External,
+                Some(probe) if probe.references_others(other.vacuum_window(), Utc::now()) => {
+                    References::External
+                }
                 Some(_) => References::OwnOnly,
                 None => References::Unknown,
             })

@@ -2,7 +2,9 @@
 //!
 //! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
 //! refusal rules: a table whose protocol needs a feature deltalake 1.1.2 cannot rewrite safely
-//! is refused for compaction, Z-order and vacuum with a clear error and never touched.
+//! is refused for compaction, Z-order and purge with a clear error and never touched, and for
+//! VACUUM too unless the feature only constrains data-changing commits; a catalog-managed table
+//! is refused for everything.
 //! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
 //! scan and every rewrite commit passes the row check of [`crate::rewrite::guard`]; VACUUM protects the
 //! deletion-vector files of every version inside the retention window itself
@@ -44,6 +46,25 @@ const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "deletionVectors",
     "checkpointProtection",
 ];
+
+/// Writer features that constrain data-changing writes and commits but not which unreferenced
+/// files may be deleted: VACUUM maintains tables with them, its two commits written by
+/// [`crate::log::commit`] (no file actions; an in-commit timestamp where the table keeps them).
+/// `vacuumProtocolCheck` asks VACUUM to check the writer protocol first, which this module
+/// does for every operation.
+const VACUUM_ONLY_WRITER_FEATURES: &[&str] = &[
+    "identityColumns",
+    "clustering",
+    // Databricks Runtime 13.x's preview name of `clustering`
+    "liquid",
+    "domainMetadata",
+    "rowTracking",
+    "inCommitTimestamp",
+    "vacuumProtocolCheck",
+];
+
+/// Features saying a catalog owns the table's commits: nothing but the catalog may write.
+const CATALOG_FEATURES: &[&str] = &["catalogManaged", "catalogOwned-preview"];
 
 /// Highest protocol versions the Delta kernel in deltalake 1.1.x understands.
 const MAX_READER_VERSION: i32 = 3;
@@ -175,7 +196,10 @@ impl TableProtocol {
 ///
 /// - every op: protocol versions above reader 3 / writer 7, or reader features deltalake cannot
 ///   read;
-/// - compaction, Z-order, purge, vacuum: writer features deltalake cannot write;
+/// - every op: catalog-managed tables (`catalogManaged`), naming the catalog's ownership;
+/// - compaction, Z-order, purge, vacuum: writer features deltalake cannot write, except for
+///   vacuum those that do not govern deleting unreferenced files
+///   ([`VACUUM_ONLY_WRITER_FEATURES`]);
 /// - compaction, Z-order, purge: column mapping (deltalake 1.1.x refuses to rewrite such
 ///   tables).
 pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
@@ -196,6 +220,22 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
             ),
         ));
     }
+    let catalog: Vec<String> = protocol
+        .effective_reader_features()
+        .into_iter()
+        .chain(protocol.effective_writer_features())
+        .filter(|f| CATALOG_FEATURES.contains(&f.as_str()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !catalog.is_empty() {
+        return Err(refuse(
+            catalog,
+            "the table is catalog-managed: its catalog owns every commit, and only the \
+             catalog's own maintenance may write to it"
+                .into(),
+        ));
+    }
     let unknown_readers: Vec<String> = protocol
         .effective_reader_features()
         .into_iter()
@@ -214,6 +254,7 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
         .effective_writer_features()
         .into_iter()
         .filter(|f| !SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
+        .filter(|f| !(op == Operation::Vacuum && VACUUM_ONLY_WRITER_FEATURES.contains(&f.as_str())))
         .collect();
     if !unknown_writers.is_empty() {
         return Err(refuse(
@@ -302,8 +343,40 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        // identity columns come with legacy writer version 6
-        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Vacuum).is_err());
+        // identity columns come with legacy writer version 6: rewrites refused, VACUUM allowed
+        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Compact).is_err());
+        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Vacuum).is_ok());
+        let clustered = protocol(
+            3,
+            7,
+            &[],
+            &[
+                "clustering",
+                "domainMetadata",
+                "rowTracking",
+                "inCommitTimestamp",
+            ],
+            &[],
+        );
+        assert!(check_maintainable(&clustered, Operation::Vacuum).is_ok());
+        assert!(check_maintainable(&clustered, Operation::Zorder).is_err());
+        assert!(check_maintainable(
+            &protocol(3, 7, &[], &["futureWriter"], &[]),
+            Operation::Vacuum
+        )
+        .is_err());
+        // a catalog-managed table is refused for everything, naming the catalog
+        let managed = protocol(
+            3,
+            7,
+            &["catalogManaged"],
+            &["catalogManaged", "inCommitTimestamp"],
+            &[],
+        );
+        for op in Operation::ALL {
+            let err = check_maintainable(&managed, op).expect_err("catalog-managed");
+            assert!(err.to_string().contains("catalog-managed"), "{err}");
+        }
         // an unreadable table is refused even for checkpoints
         let p = protocol(3, 7, &["futureFeature"], &[], &[]);
         assert!(check_maintainable(&p, Operation::Checkpoint).is_err());

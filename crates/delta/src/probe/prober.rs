@@ -201,6 +201,12 @@ pub struct Probe {
     /// clone's files in its source): VACUUM of the other table must keep them.
     #[serde(default)]
     pub external_files: u64,
+    /// Commit time of the newest commit still in the log that removed a file named by
+    /// absolute path (a clone compacted, its source's files replaced by its own): versions
+    /// before it still need the other table's files, so the table counts as a referrer while
+    /// such a version can be inside its own VACUUM window ([`Probe::references_others`]).
+    #[serde(default)]
+    pub last_external_remove_at: Option<DateTime<Utc>>,
     /// The last restore drill: whether every version owed still restores, and what keeping
     /// them costs; `None` before the first one.
     #[serde(default)]
@@ -208,6 +214,22 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// Whether a version inside a VACUUM window of `window` ending at `now` may reference
+    /// another table's files: an active file does, or one was removed after the window's
+    /// start (the version the window starts from, the newest at or before it, may be older
+    /// than that removal and still hold it).
+    pub fn references_others(&self, window: std::time::Duration, now: DateTime<Utc>) -> bool {
+        if self.external_files > 0 {
+            return true;
+        }
+        let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
+        self.last_external_remove_at.is_some_and(|removed| {
+            removed
+                .checked_add_signed(window)
+                .is_none_or(|end| end > now)
+        })
+    }
+
     /// Stale writes not repaired yet.
     pub fn pending_stale_writes(&self) -> impl Iterator<Item = &StaleWrite> {
         self.stale_writes.iter().filter(|w| w.pending())
@@ -254,6 +276,8 @@ struct History {
     /// the current version's (the restore drill then has nothing to prove beyond the damage
     /// check).
     removed_files: bool,
+    /// (version, time) of the newest commit that removed a file named by absolute path.
+    last_external_remove: Option<(u64, i64)>,
 }
 
 fn newer(slot: &mut Option<(u64, i64)>, version: u64, ts: i64) {
@@ -280,6 +304,7 @@ impl History {
             unrecorded: Vec::new(),
             erasure: ErasureLedger::default(),
             removed_files: false,
+            last_external_remove: None,
         }
     }
 
@@ -292,6 +317,13 @@ impl History {
         let Some(ts) = commit.committed_ms() else {
             return;
         };
+        if commit
+            .removes
+            .iter()
+            .any(|remove| crate::log::references::is_absolute(&remove.path))
+        {
+            newer(&mut self.last_external_remove, version, ts);
+        }
         if self.first.is_none_or(|(v, _)| version < v) {
             self.first = Some((version, ts));
         }
@@ -797,6 +829,7 @@ async fn probe_tracked(
         erasure_pending_version: erasure.pending_version.map(to_i64),
         erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
         external_files,
+        last_external_remove_at: at(history.last_external_remove),
         restore_drill,
     })
 }

@@ -27,10 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::logstore::object_store::{GetOptions, ObjectStore};
 use deltalake::operations::vacuum::{Clock, VacuumMode as DeltaVacuumMode};
-use deltalake::protocol::DeltaOperation;
 use deltalake::{DeltaTable, ObjectStoreError, Path};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -39,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
+use crate::log::commit::{commit_info_only, InfoCommit, IN_COMMIT_TIMESTAMPS_PROPERTY};
 use crate::log::path::decode_path;
 use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::open::{open_table_at, table_url};
@@ -277,7 +276,18 @@ async fn run(
         cancel,
         uri,
         OP,
-        delete_files(&table, uri, &to_delete, &existing, retention, &run_id),
+        delete_files(
+            &table,
+            uri,
+            version,
+            in_commit_timestamps(&protocol.properties),
+            Deletion {
+                raw_paths: &to_delete,
+                bytes: existing.values().sum(),
+                retention,
+                run_id: &run_id,
+            },
+        ),
     )
     .await?;
     let deleted: BTreeSet<String> = deleted
@@ -299,43 +309,74 @@ async fn run(
     Ok(report.finish(started))
 }
 
+/// What one VACUUM deletes, as its commits record it.
+struct Deletion<'a> {
+    /// The paths as deltalake's dry run listed them.
+    raw_paths: &'a [String],
+    /// Their sizes, summed.
+    bytes: u64,
+    retention: Duration,
+    run_id: &'a str,
+}
+
+/// Whether the table records in-commit timestamps (every commit must then carry one).
+fn in_commit_timestamps(properties: &std::collections::HashMap<String, String>) -> bool {
+    properties
+        .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// Deletes `raw_paths` between a `VACUUM START` and a `VACUUM END` commit, as Delta's VACUUM
 /// records itself (other engines' audits look for these operations); returns what storage
-/// reported deleted, files already gone included.
+/// reported deleted, files already gone included. The commits carry no file action, so they
+/// are written by [`commit_info_only`] on tables with writer features deltalake does not know
+/// too (identity columns, row tracking, clustering, in-commit timestamps).
 async fn delete_files(
     table: &DeltaTable,
     uri: &str,
-    raw_paths: &[String],
-    sizes: &BTreeMap<String, u64>,
-    retention: Duration,
-    run_id: &str,
+    version: u64,
+    in_commit_timestamps: bool,
+    deletion: Deletion<'_>,
 ) -> Result<Vec<String>, DeltaError> {
-    let properties = |metrics: serde_json::Value| {
-        let mut metadata = run_marker(run_id, OP);
-        metadata.insert("operationMetrics".to_owned(), metrics);
-        CommitProperties::default()
-            .with_metadata(metadata)
-            .with_cleanup_expired_logs(Some(false))
+    let Deletion {
+        raw_paths,
+        bytes,
+        retention,
+        run_id,
+    } = deletion;
+    let log_store = table.log_store();
+    let commit = |operation, parameters: serde_json::Value, metrics: serde_json::Value| {
+        let object = |v: serde_json::Value| match v {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        InfoCommit {
+            operation,
+            parameters: object(parameters),
+            metrics: object(metrics),
+            metadata: run_marker(run_id, OP),
+            in_commit_timestamps,
+        }
     };
-    let snapshot = table
-        .snapshot()
-        .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;
-    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-    let start = CommitBuilder::from(properties(serde_json::json!({
-        "numFilesToDelete": raw_paths.len(),
-        "sizeOfDataToDelete": sizes.values().sum::<u64>(),
-    })))
-    .build(
-        Some(snapshot),
-        table.log_store(),
-        DeltaOperation::VacuumStart {
-            retention_check_enabled: true,
-            specified_retention_millis: Some(retention_ms),
-            default_retention_millis: retention_ms,
-        },
+    let retention_ms = retention.as_millis().to_string();
+    let start = commit_info_only(
+        log_store.as_ref(),
+        uri,
+        version,
+        &commit(
+            "VACUUM START",
+            serde_json::json!({
+                "retentionCheckEnabled": "true",
+                "specifiedRetentionMillis": retention_ms,
+                "defaultRetentionMillis": retention_ms,
+            }),
+            serde_json::json!({
+                "numFilesToDelete": raw_paths.len().to_string(),
+                "sizeOfDataToDelete": bytes.to_string(),
+            }),
+        ),
     )
-    .await
-    .map_err(|err| DeltaError::delta(uri, "committing VACUUM START", err))?;
+    .await?;
     let store = table.object_store();
     let locations = futures::stream::iter(
         raw_paths
@@ -354,19 +395,20 @@ async fn delete_files(
         .try_collect()
         .await
         .map_err(|err| DeltaError::store(uri, "deleting vacuumed files", err))?;
-    CommitBuilder::from(properties(serde_json::json!({
-        "numDeletedFiles": deleted.len(),
-        "numVacuumedDirectories": 0,
-    })))
-    .build(
-        Some(&start.snapshot),
-        table.log_store(),
-        DeltaOperation::VacuumEnd {
-            status: "COMPLETED".to_owned(),
-        },
+    commit_info_only(
+        log_store.as_ref(),
+        uri,
+        start,
+        &commit(
+            "VACUUM END",
+            serde_json::json!({ "status": "COMPLETED" }),
+            serde_json::json!({
+                "numDeletedFiles": deleted.len().to_string(),
+                "numVacuumedDirectories": "0",
+            }),
+        ),
     )
-    .await
-    .map_err(|err| DeltaError::delta(uri, "committing VACUUM END", err))?;
+    .await?;
     Ok(deleted)
 }
 

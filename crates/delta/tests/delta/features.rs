@@ -89,15 +89,19 @@ const EXPECTED: &[(&str, &[&str], &str)] = &[
         &["compact", "purge"],
         "columnMapping",
     ),
+    // VACUUM's commits carry no file action: identity columns and in-commit timestamps
+    // constrain only what rewrites would have to keep
     (
         "checkpoint-v2-table",
-        &["compact", "purge", "vacuum"],
+        &["compact", "purge"],
         "identityColumns",
     ),
+    ("cdc_ict_table", &["compact", "purge"], "inCommitTimestamp"),
+    // Databricks Runtime 13.2 names the clustering feature `liquid` (its preview name)
     (
-        "cdc_ict_table",
-        &["compact", "purge", "vacuum"],
-        "inCommitTimestamp",
+        "table_with_liquid_clustering",
+        &["compact", "purge"],
+        "liquid",
     ),
     // its first `metaData` has no `schemaString`: the kernel cannot replay the log from there,
     // so VACUUM (which loads the versions it must check) and checkpoint fail, changing nothing
@@ -160,4 +164,118 @@ async fn reference_tables_are_maintained_or_refused_naming_the_feature() {
         }
     }
     eprintln!("{}", seen.join("\n"));
+}
+
+/// VACUUM on a table with in-commit timestamps (Delta 4.3's `cdc_ict_table`): deltalake's
+/// commit path refuses the table, tablekeeper's own two commits carry `commitInfo` first
+/// with an `inCommitTimestamp` above every earlier one, and both readers see the same rows.
+#[tokio::test]
+async fn vacuum_commits_carry_increasing_in_commit_timestamps() {
+    let dir = reference_table("cdc_ict_table");
+    let uri = dir.path().to_str().expect("utf-8").to_owned();
+    let python_before =
+        tablekeeper_delta::fixtures::peers::python_rows(&uri, None).expect("python");
+    let rust_before = tablekeeper_delta::fixtures::read_rows_sorted(&uri, None)
+        .await
+        .expect("deltalake");
+    // the orphan of a failed rewrite, long expired
+    let orphan = dir
+        .path()
+        .join("part-00000-0rphan00-0000-0000-0000-000000000000-c000.snappy.parquet");
+    std::fs::write(&orphan, b"PAR1").expect("orphan");
+    std::fs::File::options()
+        .write(true)
+        .open(&orphan)
+        .and_then(|f| {
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400))
+        })
+        .expect("backdate");
+    let report = vacuum(
+        &uri,
+        &VacuumOptions {
+            inventory_retention: std::time::Duration::from_secs(7 * 86_400),
+            allow_short_retention: false,
+            mode: VacuumMode::Full,
+            dry_run: false,
+            stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+            keep: Default::default(),
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("vacuum of an in-commit-timestamp table");
+    // the orphan, and the files only versions long past the window referenced
+    assert!(
+        report
+            .would_delete_paths
+            .iter()
+            .any(|p| p.contains("0rphan00")),
+        "{report:?}"
+    );
+    assert_eq!(
+        Some(report.files_removed),
+        report.would_delete_files,
+        "{report:?}"
+    );
+    assert!(!orphan.exists());
+    assert_eq!(report.commits.len(), 2, "VACUUM START and END: {report:?}");
+
+    let mut versions: Vec<(u64, std::path::PathBuf)> =
+        std::fs::read_dir(dir.path().join("_delta_log"))
+            .expect("log")
+            .filter_map(|e| {
+                let path = e.ok()?.path();
+                let v = path
+                    .file_name()?
+                    .to_str()?
+                    .strip_suffix(".json")?
+                    .parse()
+                    .ok()?;
+                Some((v, path))
+            })
+            .collect();
+    versions.sort();
+    // the reference table's own timestamps are not in order (its commit 0 says 2026, commit
+    // 1 says 2023); each of tablekeeper's must exceed the one before it, and every earlier one
+    let icts: Vec<i64> = versions
+        .iter()
+        .map(|(version, path)| {
+            let text = std::fs::read_to_string(path).expect("commit");
+            let first: serde_json::Value =
+                serde_json::from_str(text.lines().next().expect("a line")).expect("json");
+            first["commitInfo"]["inCommitTimestamp"]
+                .as_i64()
+                .unwrap_or_else(|| {
+                    panic!("commit {version}: commitInfo first, with its timestamp: {first}")
+                })
+        })
+        .collect();
+    let (earlier, ours) = icts.split_at(icts.len() - 2);
+    let newest_earlier = earlier.iter().copied().max().expect("earlier commits");
+    assert!(
+        ours[0] > newest_earlier && ours[1] > ours[0],
+        "in-commit timestamps {ours:?} after {earlier:?}"
+    );
+    let last: Vec<String> = versions[versions.len() - 2..]
+        .iter()
+        .map(|(_, p)| {
+            let text = std::fs::read_to_string(p).expect("commit");
+            let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+            v["commitInfo"]["operation"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(last, ["VACUUM START", "VACUUM END"]);
+    assert_eq!(
+        tablekeeper_delta::fixtures::peers::python_rows(&uri, None).expect("python"),
+        python_before
+    );
+    assert_eq!(
+        tablekeeper_delta::fixtures::read_rows_sorted(&uri, None)
+            .await
+            .expect("deltalake"),
+        rust_before
+    );
 }
