@@ -190,4 +190,20 @@ tables:
             unknown.referrers
         );
     }
+
+    #[test]
+    fn a_clone_that_compacted_its_sources_files_away_stays_a_referrer_for_a_window() {
+        let probe = crate::planner::tests::probe;
+        let now = Utc::now();
+        let week = Duration::from_secs(7 * 86_400);
+        let days_ago = |d: i64| serde_json::json!(now - chrono::Duration::days(d));
+        assert!(probe(serde_json::json!({ "external_files": 3 })).references_others(week, now));
+        assert!(!probe(serde_json::json!({})).references_others(week, now));
+        // versions before the compaction (2 days ago) are inside the 7-day window
+        let compacted = probe(serde_json::json!({ "last_external_remove_at": days_ago(2) }));
+        assert!(compacted.references_others(week, now));
+        assert!(!compacted.references_others(Duration::from_secs(86_400), now));
+        let long_ago = probe(serde_json::json!({ "last_external_remove_at": days_ago(8) }));
+        assert!(!long_ago.references_others(week, now));
+    }
 }
