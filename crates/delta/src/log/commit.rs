@@ -46,16 +46,23 @@ pub(crate) struct InfoCommit {
     pub in_commit_timestamps: bool,
 }
 
-/// Writes `commit` as the version after `after` (or the first free one after it); returns
-/// the version it landed at.
+/// Where a commit landed, and how many versions other writers took first (each a commit
+/// conflict, counted like deltalake's rebases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Landed {
+    pub version: u64,
+    pub races_lost: u32,
+}
+
+/// Writes `commit` as the version after `after` (or the first free one after it).
 pub(crate) async fn commit_info_only(
     log_store: &dyn LogStore,
     uri: &str,
     after: u64,
     commit: &InfoCommit,
-) -> Result<u64, DeltaError> {
+) -> Result<Landed, DeltaError> {
     let mut version = after + 1;
-    for _ in 0..=MAX_RACES {
+    for races_lost in 0..=MAX_RACES {
         let bytes = line(log_store, uri, version, commit).await?;
         let entry = if ["LakeFSLogStore", "DefaultLogStore"].contains(&log_store.name().as_str()) {
             CommitOrBytes::LogBytes(bytes)
@@ -76,7 +83,12 @@ pub(crate) async fn commit_info_only(
             .write_commit_entry(version, entry.clone(), Uuid::new_v4())
             .await
         {
-            Ok(()) => return Ok(version),
+            Ok(()) => {
+                return Ok(Landed {
+                    version,
+                    races_lost,
+                })
+            }
             Err(TransactionError::VersionAlreadyExists(_)) => {
                 let _ = log_store
                     .abort_commit_entry(version, entry, Uuid::new_v4())

@@ -272,7 +272,7 @@ async fn run(
         .keys()
         .filter_map(|path| listed.get(path).cloned())
         .collect();
-    let deleted = cancellable(
+    let (deleted, races_lost) = cancellable(
         cancel,
         uri,
         OP,
@@ -290,6 +290,9 @@ async fn run(
         ),
     )
     .await?;
+    // each version another writer took first is a commit race lost, as deltalake's rebases
+    // are counted for the other operations
+    report.conflicts += races_lost;
     let deleted: BTreeSet<String> = deleted
         .iter()
         .map(|raw| relative_to_root(raw, &roots))
@@ -328,7 +331,8 @@ fn in_commit_timestamps(properties: &std::collections::HashMap<String, String>) 
 
 /// Deletes `raw_paths` between a `VACUUM START` and a `VACUUM END` commit, as Delta's VACUUM
 /// records itself (other engines' audits look for these operations); returns what storage
-/// reported deleted, files already gone included. The commits carry no file action, so they
+/// reported deleted, files already gone included, and how many versions other writers took
+/// first. The commits carry no file action, so they
 /// are written by [`commit_info_only`] on tables with writer features deltalake does not know
 /// too (identity columns, row tracking, clustering, in-commit timestamps).
 async fn delete_files(
@@ -337,7 +341,7 @@ async fn delete_files(
     version: u64,
     in_commit_timestamps: bool,
     deletion: Deletion<'_>,
-) -> Result<Vec<String>, DeltaError> {
+) -> Result<(Vec<String>, u32), DeltaError> {
     let Deletion {
         raw_paths,
         bytes,
@@ -395,10 +399,10 @@ async fn delete_files(
         .try_collect()
         .await
         .map_err(|err| DeltaError::store(uri, "deleting vacuumed files", err))?;
-    commit_info_only(
+    let end = commit_info_only(
         log_store.as_ref(),
         uri,
-        start,
+        start.version,
         &commit(
             "VACUUM END",
             serde_json::json!({ "status": "COMPLETED" }),
@@ -409,7 +413,7 @@ async fn delete_files(
         ),
     )
     .await?;
-    Ok(deleted)
+    Ok((deleted, start.races_lost + end.races_lost))
 }
 
 /// The forms in which deltalake may report a path under the table root: as a URL and, for
