@@ -250,6 +250,12 @@ fn a_pinned_version_stays_loadable_until_its_pin_expires() {
     );
     let warnings = vacuumed["report"]["warnings"].to_string();
     assert!(warnings.contains("expired"), "{vacuumed}");
+    let plan = run(&["plan", "--inventory", expired.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        text.contains("pin of version 4 (model run 88) expired 2001-01-02 00:00 UTC"),
+        "plan reports the expired pin: {text}"
+    );
     assert_eq!(python_rows(&uri, None).unwrap(), latest_rows, "no row lost");
     assert!(
         python_rows(&uri, Some(4)).is_err(),

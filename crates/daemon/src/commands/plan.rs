@@ -132,6 +132,9 @@ fn render_text(views: &[TableView]) -> String {
                 );
             }
         }
+        for pin in &v.expired_pins {
+            let _ = writeln!(out, "  {pin}");
+        }
         for d in &v.drift {
             let _ = writeln!(out, "  drift ({}): {}", d.kind.as_str(), d.detail);
         }

@@ -103,6 +103,8 @@ pub(crate) struct TableView {
     pub repair: Decision,
     /// When the table's deleted rows are physically gone (from the last probe).
     pub erasure: Option<ErasureView>,
+    /// Pins (inventory and API) past their `until`: reported, no longer honoured.
+    pub expired_pins: Vec<String>,
 }
 
 /// What the dashboard's front page sorts and counts every table by. The same health as the
@@ -152,7 +154,49 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         foreign_rewrites: state.foreign_rewrites.clone(),
         repair,
         erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
+        expired_pins: expired_pins(spec, state, now),
     }
+}
+
+/// Pins past their `until`, named as VACUUM names them, with where to remove them.
+fn expired_pins(spec: &TableSpec, state: &TableState, now: DateTime<Utc>) -> Vec<String> {
+    let mut expired: Vec<String> = spec
+        .retention
+        .pins
+        .iter()
+        .filter(|p| p.until <= now)
+        .map(|p| {
+            let at = match p.at {
+                tablekeeper_inventory::PinAt::Version(v) => format!("version {v}"),
+                tablekeeper_inventory::PinAt::Timestamp(t) => {
+                    format!("timestamp {}", t.to_rfc3339())
+                }
+            };
+            format!(
+                "pin of {at} ({}) expired {}: remove it from `retention.pins`",
+                p.reason,
+                p.until.format("%Y-%m-%d %H:%M UTC")
+            )
+        })
+        .collect();
+    expired.extend(
+        state
+            .api_pins
+            .iter()
+            .flatten()
+            .filter(|p| p.until <= now)
+            .map(|p| {
+                format!(
+                    "pin of version {} ({}) expired {}: DELETE /api/v1/tables/{}/pins?version={}",
+                    p.version,
+                    p.reason,
+                    p.until.format("%Y-%m-%d %H:%M UTC"),
+                    spec.name,
+                    p.version
+                )
+            }),
+    );
+    expired
 }
 
 /// The table's [`Rank`]: its view's health and staleness, at a fraction of the cost.

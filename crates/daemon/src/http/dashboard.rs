@@ -186,6 +186,10 @@ pub async fn table_page(
             h2 { "Drift" }
             ul { @for d in &v.drift { li { (d.kind.as_str()) ": " (d.detail) } } }
         }
+        @if !v.expired_pins.is_empty() {
+            h2 { "Expired pins" }
+            ul.warn { @for pin in &v.expired_pins { li { (pin) } } }
+        }
         @if let Some(drill) = v.probe.as_deref().and_then(|p| p.restore_drill.as_ref()) {
             h2 { "Time travel and restore drill" }
             p {
