@@ -65,8 +65,13 @@ pub fn run(args: &[&str]) -> Output {
 
 /// `tablekeeper maintain --inventory INVENTORY --table TABLE --operation OPERATION`.
 pub fn maintain(inventory: &Path, table: &str, operation: &str) -> Output {
+    maintain_with(inventory, table, operation, &[])
+}
+
+/// [`maintain`] with more flags (`--dry-run`, `--cleanup-log`, ...).
+pub fn maintain_with(inventory: &Path, table: &str, operation: &str, flags: &[&str]) -> Output {
     let inventory = inventory.to_str().expect("a UTF-8 path");
-    run(&[
+    let mut args = vec![
         "maintain",
         "--inventory",
         inventory,
@@ -74,12 +79,24 @@ pub fn maintain(inventory: &Path, table: &str, operation: &str) -> Output {
         table,
         "--operation",
         operation,
-    ])
+    ];
+    args.extend_from_slice(flags);
+    run(&args)
 }
 
 /// [`maintain`] that must succeed: its JSON result.
 pub fn maintained(inventory: &Path, table: &str, operation: &str) -> serde_json::Value {
-    let out = maintain(inventory, table, operation);
+    maintained_with(inventory, table, operation, &[])
+}
+
+/// [`maintain_with`] that must succeed: its JSON result.
+pub fn maintained_with(
+    inventory: &Path,
+    table: &str,
+    operation: &str,
+    flags: &[&str],
+) -> serde_json::Value {
+    let out = maintain_with(inventory, table, operation, flags);
     assert!(
         out.status.success(),
         "{operation} of {table}: {}",

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_tests::setup::{first_added_file, TWENTY_APPENDS};
-use tablekeeper_tests::{maintain, maintained, run};
+use tablekeeper_tests::{maintain, maintained, maintained_with, run};
 
 /// A shallow clone of the source's latest version, as Spark writes one: commitInfo `CLONE`,
 /// the source's protocol and schema under a new table id, and one add per source file with
@@ -102,22 +102,7 @@ fn vacuum_keeps_what_the_clone_references(inventory: &Path, clone_name: &str, f:
     let compacted = maintained(inventory, "silver.orders", "compact");
     assert_eq!(compacted["report"]["files_removed"], 20, "{compacted}");
 
-    let dry = run(&[
-        "maintain",
-        "--inventory",
-        inventory.to_str().unwrap(),
-        "--table",
-        "silver.orders",
-        "--operation",
-        "vacuum",
-        "--dry-run",
-    ]);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
-    );
-    let dry: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let dry = maintained_with(inventory, "silver.orders", "vacuum", &["--dry-run"]);
     let kept = &dry["report"]["kept"];
     assert_eq!(kept[0]["reason"], "clone", "{dry}");
     assert_eq!(
@@ -215,21 +200,7 @@ fn a_pinned_version_stays_loadable_until_its_pin_expires() {
                 "the fifteen files only later versions had: {vacuumed}"
             );
         }
-        let checkpoint = run(&[
-            "maintain",
-            "--inventory",
-            pinned.to_str().unwrap(),
-            "--table",
-            "t",
-            "--operation",
-            "checkpoint",
-            "--cleanup-log",
-        ]);
-        assert!(
-            checkpoint.status.success(),
-            "{}",
-            String::from_utf8_lossy(&checkpoint.stderr)
-        );
+        maintained_with(&pinned, "t", "checkpoint", &["--cleanup-log"]);
         assert_eq!(
             python_rows(&uri, Some(4)).unwrap(),
             pinned_rows,
