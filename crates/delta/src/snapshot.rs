@@ -18,6 +18,7 @@ pub(crate) struct ActiveFile {
     /// Path relative to the table root, percent-decoded.
     pub path: String,
     pub size: u64,
+    /// Keyed by logical column names (the log keys a column-mapped table's by physical names).
     pub partition_values: HashMap<String, Option<String>>,
     /// `stats.numRecords`, when the writer recorded statistics.
     pub num_records: Option<u64>,
@@ -49,6 +50,7 @@ pub(crate) async fn active_files(
         .snapshot()
         .clone();
     let owned_uri = uri.to_owned();
+    let names = crate::rewrite::column_mapping::partition_names(&snapshot);
     tokio::task::spawn_blocking(move || {
         let log_data = snapshot
             .try_log_data()
@@ -58,7 +60,10 @@ pub(crate) async fn active_files(
             .map(|file| ActiveFile {
                 path: file.path().into_owned(),
                 size: u64::try_from(file.size()).unwrap_or(0),
-                partition_values: file.partition_values_map(),
+                partition_values: crate::rewrite::column_mapping::logical_values(
+                    file.partition_values_map(),
+                    &names,
+                ),
                 num_records: file.num_records().and_then(|n| u64::try_from(n).ok()),
                 deletion_vector: file
                     .deletion_vector_descriptor()
@@ -71,6 +76,26 @@ pub(crate) async fn active_files(
         table: uri.to_owned(),
         reason: format!("snapshot walk panicked: {err}"),
     })?
+}
+
+/// The highest row id an active file of `snapshot` holds by its `baseRowId` (row tracking),
+/// or `None` when no file carries one.
+pub(crate) fn max_row_id(
+    uri: &str,
+    snapshot: &deltalake::kernel::EagerSnapshot,
+) -> Result<Option<i64>, DeltaError> {
+    let log_data = snapshot
+        .try_log_data()
+        .map_err(|err| DeltaError::delta(uri, "reading the active files", err))?;
+    Ok(log_data
+        .into_iter()
+        .filter_map(|file| {
+            #[allow(deprecated)] // the only public way to a file's `baseRowId`
+            let base = file.add_action().base_row_id?;
+            let rows = i64::try_from(file.num_records().unwrap_or(0)).unwrap_or(i64::MAX);
+            Some(base.saturating_add(rows) - 1)
+        })
+        .max())
 }
 
 /// What the rewrite guard tracks of an active file: its deletion vector (the protocol

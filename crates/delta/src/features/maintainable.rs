@@ -1,10 +1,11 @@
 //! Which tables this crate may touch, and for what.
 //!
 //! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
-//! refusal rules: a table whose protocol needs a feature deltalake 1.1.2 cannot rewrite safely
-//! is refused for compaction, Z-order and purge with a clear error and never touched, and for
-//! VACUUM too unless the feature only constrains data-changing commits; a catalog-managed table
-//! is refused for everything.
+//! refusal rules: a table whose protocol needs a writer feature neither deltalake 1.1.2 nor
+//! tablekeeper's own commits can write is refused with a clear error and never touched, rows
+//! whose ids row tracking keeps are never moved, and a catalog-managed table is refused for
+//! everything. [`TableProtocol::deltalake_rewrites`] says whether deltalake's OPTIMIZE may
+//! rewrite the table, or tablekeeper's own rewrite must.
 //! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
 //! scan and every rewrite commit passes the row check of [`crate::rewrite::guard`]; VACUUM protects the
 //! deletion-vector files of every version inside the retention window itself
@@ -47,12 +48,12 @@ const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "checkpointProtection",
 ];
 
-/// Writer features that constrain data-changing writes and commits but not which unreferenced
-/// files may be deleted: VACUUM maintains tables with them, its two commits written by
-/// [`crate::log::commit`] (no file actions; an in-commit timestamp where the table keeps them).
-/// `vacuumProtocolCheck` asks VACUUM to check the writer protocol first, which this module
-/// does for every operation.
-const VACUUM_ONLY_WRITER_FEATURES: &[&str] = &[
+/// Writer features deltalake cannot write whose rules tablekeeper's own commits meet
+/// ([`crate::log::commit`]): in-commit timestamps, fresh row ids and the row tracking
+/// high-water mark, no `metaData` (so identity high-water marks and clustering columns stay),
+/// no domain but row tracking's. `vacuumProtocolCheck` asks VACUUM to check the writer
+/// protocol first, which this module does for every operation.
+const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
     "identityColumns",
     "clustering",
     // Databricks Runtime 13.x's preview name of `clustering`
@@ -62,6 +63,9 @@ const VACUUM_ONLY_WRITER_FEATURES: &[&str] = &[
     "inCommitTimestamp",
     "vacuumProtocolCheck",
 ];
+
+/// Table property that turns row tracking on (rows keep their ids through rewrites).
+const ROW_TRACKING_PROPERTY: &str = "delta.enableRowTracking";
 
 /// Features saying a catalog owns the table's commits: nothing but the catalog may write.
 const CATALOG_FEATURES: &[&str] = &["catalogManaged", "catalogOwned-preview"];
@@ -185,10 +189,23 @@ impl TableProtocol {
         set
     }
 
-    fn column_mapping_enabled(&self) -> bool {
+    /// Whether deltalake's own OPTIMIZE may rewrite and commit to this table: it knows every
+    /// writer feature, and the table neither maps columns nor keeps in-commit timestamps.
+    pub(crate) fn deltalake_rewrites(&self) -> bool {
+        self.effective_writer_features()
+            .iter()
+            .all(|f| SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
+            && !crate::rewrite::column_mapping::is_mapped(&self.properties)
+            && !self
+                .properties
+                .get(crate::log::commit::IN_COMMIT_TIMESTAMPS_PROPERTY)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    fn row_tracking_enabled(&self) -> bool {
         self.properties
-            .get("delta.columnMapping.mode")
-            .is_some_and(|mode| !mode.eq_ignore_ascii_case("none"))
+            .get(ROW_TRACKING_PROPERTY)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 }
 
@@ -197,11 +214,11 @@ impl TableProtocol {
 /// - every op: protocol versions above reader 3 / writer 7, or reader features deltalake cannot
 ///   read;
 /// - every op: catalog-managed tables (`catalogManaged`), naming the catalog's ownership;
-/// - compaction, Z-order, purge, vacuum: writer features deltalake cannot write, except for
-///   vacuum those that do not govern deleting unreferenced files
-///   ([`VACUUM_ONLY_WRITER_FEATURES`]);
-/// - compaction, Z-order, purge: column mapping (deltalake 1.1.x refuses to rewrite such
-///   tables).
+/// - compaction, Z-order, purge, vacuum: writer features neither deltalake nor tablekeeper's
+///   own commits ([`OWN_COMMIT_WRITER_FEATURES`]) can write;
+/// - compaction, Z-order, purge: row tracking enabled (`delta.enableRowTracking`): rows moved
+///   by a rewrite must keep their ids, which needs ids materialized in the new files, which
+///   tablekeeper does not write.
 pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
     let refuse = |features: Vec<String>, reason: String| DeltaError::UnsupportedProtocol {
         table: protocol.table.clone(),
@@ -253,20 +270,26 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
     let unknown_writers: Vec<String> = protocol
         .effective_writer_features()
         .into_iter()
-        .filter(|f| !SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
-        .filter(|f| !(op == Operation::Vacuum && VACUUM_ONLY_WRITER_FEATURES.contains(&f.as_str())))
+        .filter(|f| {
+            !SUPPORTED_WRITER_FEATURES.contains(&f.as_str())
+                && !OWN_COMMIT_WRITER_FEATURES.contains(&f.as_str())
+        })
         .collect();
     if !unknown_writers.is_empty() {
         return Err(refuse(
             unknown_writers,
-            "the table needs writer features deltalake 1.1.2 does not support".into(),
+            "the table needs writer features neither deltalake 1.1.2 nor tablekeeper can write"
+                .into(),
         ));
     }
-    let rewrites = op.rewrites();
-    if rewrites && protocol.column_mapping_enabled() {
+    if op.rewrites() && protocol.row_tracking_enabled() {
         return Err(refuse(
-            vec!["columnMapping".into()],
-            "deltalake 1.1.2 cannot rewrite files of column-mapped tables".into(),
+            vec!["rowTracking".into()],
+            format!(
+                "row tracking is enabled (`{ROW_TRACKING_PROPERTY}`): rows a rewrite moves must \
+                 keep their row ids, materialized in the new files, and tablekeeper does not \
+                 write materialized row ids; VACUUM and checkpoints still run"
+            ),
         ));
     }
     Ok(())
@@ -332,20 +355,30 @@ mod tests {
 
     #[test]
     fn unknown_features_are_refused() {
-        let p = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
+        let p = protocol(3, 7, &[], &["rowTracking", "futureWriter"], &[]);
         let err = check_maintainable(&p, Operation::Compact).expect_err("refused");
         match err {
             DeltaError::UnsupportedProtocol { features, .. } => {
-                assert_eq!(
-                    features,
-                    vec!["domainMetadata".to_owned(), "rowTracking".to_owned()]
-                );
+                assert_eq!(features, vec!["futureWriter".to_owned()]);
             }
             other => panic!("unexpected {other:?}"),
         }
-        // identity columns come with legacy writer version 6: rewrites refused, VACUUM allowed
-        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Compact).is_err());
-        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Vacuum).is_ok());
+        // identity columns come with legacy writer version 6: tablekeeper's commits keep them
+        assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Compact).is_ok());
+        assert!(!protocol(1, 6, &[], &[], &[]).deltalake_rewrites());
+        // row tracking supported: fresh ids; enabled: rewrites refused, VACUUM allowed
+        let tracked = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
+        assert!(check_maintainable(&tracked, Operation::Compact).is_ok());
+        let enabled = protocol(
+            3,
+            7,
+            &[],
+            &["rowTracking", "domainMetadata"],
+            &[("delta.enableRowTracking", "true")],
+        );
+        let err = check_maintainable(&enabled, Operation::Zorder).expect_err("refused");
+        assert!(err.to_string().contains("delta.enableRowTracking"), "{err}");
+        assert!(check_maintainable(&enabled, Operation::Vacuum).is_ok());
         let clustered = protocol(
             3,
             7,
@@ -359,7 +392,7 @@ mod tests {
             &[],
         );
         assert!(check_maintainable(&clustered, Operation::Vacuum).is_ok());
-        assert!(check_maintainable(&clustered, Operation::Zorder).is_err());
+        assert!(check_maintainable(&clustered, Operation::Compact).is_ok());
         assert!(check_maintainable(
             &protocol(3, 7, &[], &["futureWriter"], &[]),
             Operation::Vacuum
@@ -384,10 +417,12 @@ mod tests {
     }
 
     #[test]
-    fn column_mapping_blocks_rewrites_only() {
+    fn column_mapped_tables_are_rewritten_by_tablekeeper_not_deltalake() {
         let p = protocol(2, 5, &[], &[], &[("delta.columnMapping.mode", "name")]);
-        assert!(check_maintainable(&p, Operation::Compact).is_err());
-        assert!(check_maintainable(&p, Operation::Zorder).is_err());
-        assert!(check_maintainable(&p, Operation::Vacuum).is_ok());
+        for op in Operation::ALL {
+            assert!(check_maintainable(&p, op).is_ok(), "{op}");
+        }
+        assert!(!p.deltalake_rewrites());
+        assert!(protocol(1, 2, &[], &[], &[]).deltalake_rewrites());
     }
 }

@@ -13,6 +13,9 @@
 //! - the deletion is planned and proven first ([`crate::log::integrity`]): every version from the
 //!   oldest one inside the window to the latest keeps loading, the newest checkpoint stays;
 //! - a pinned version ([`Pin`]) stays loadable until its pin expires, as if inside the window;
+//! - checkpoint protection (`delta.requireCheckpointProtectionBeforeVersion`) keeps the log
+//!   before its version whole; sidecars of v2 checkpoints are never deleted (the listing holds
+//!   top-level log files only), so every retained checkpoint keeps its sidecars;
 //! - afterwards a fresh reader loads the oldest retained and the latest version and must see the
 //!   same files as before.
 //!
@@ -45,6 +48,22 @@ use crate::snapshot::{active_files, paths};
 use tablekeeper_vocab::Operation;
 
 const OP: Operation = Operation::Checkpoint;
+
+/// Table property below whose version checkpoint protection guards the log.
+const CHECKPOINT_PROTECTION_PROPERTY: &str = "delta.requireCheckpointProtectionBeforeVersion";
+
+/// The version before which `checkpointProtection` forbids this writer to clean the log, when
+/// the table supports the feature and sets one. The RFC lets only a writer that supports every
+/// feature ever dropped truncate that part, in one go; tablekeeper leaves it alone.
+fn checkpoint_protection(protocol: &crate::features::maintainable::TableProtocol) -> Option<u64> {
+    protocol
+        .writer_features
+        .iter()
+        .any(|f| f == "checkpointProtection")
+        .then(|| protocol.properties.get(CHECKPOINT_PROTECTION_PROPERTY))
+        .flatten()
+        .and_then(|v| v.parse().ok())
+}
 
 /// Which log files a checkpoint run may delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +196,17 @@ async fn run(
             if pinned < keep_from {
                 tracing::info!(table = uri, pin = %pin.label(), version = pinned, "log cleanup keeps a pinned version");
                 keep_from = pinned;
+            }
+        }
+        if let Some(protected) = checkpoint_protection(&protocol) {
+            let earliest = listing.files.iter().map(|f| f.version).min();
+            if let Some(earliest) = earliest.filter(|e| *e < protected && *e < keep_from) {
+                report.warnings.push(format!(
+                    "checkpoint protection (`{CHECKPOINT_PROTECTION_PROPERTY}` = {protected}) \
+                     keeps the log before version {protected}: only a writer that supports every \
+                     feature the table ever had may truncate it, all at once"
+                ));
+                keep_from = earliest;
             }
         }
         let bounds = CleanupBounds {

@@ -1,28 +1,46 @@
-//! Commits that carry no file actions, written by tablekeeper itself: VACUUM's `VACUUM START`
-//! and `VACUUM END`.
+//! Every commit tablekeeper writes: rewrites (removes and adds, `dataChange: false`) and
+//! VACUUM's `VACUUM START` / `VACUUM END` (no file action).
 //!
 //! deltalake 1.1's commit path refuses every table whose protocol lists a writer feature it
 //! does not know (identity columns, row tracking, liquid clustering, domain metadata,
-//! in-commit timestamps), although a commit without actions changes nothing those features
-//! govern. The protocol still asks two things of every commit, and this module meets them:
-//! with in-commit timestamps on (`delta.enableInCommitTimestamps`), `commitInfo` is the first
-//! action and carries an `inCommitTimestamp` strictly greater than the previous commit's; and
-//! the commit lands only as the next version (the log store's put-if-absent), retried at the
-//! version after when another writer took it. This module never writes add, remove, metadata
-//! or protocol actions.
+//! in-commit timestamps), so tablekeeper writes its commits itself and meets what those
+//! features ask of a commit that moves rows between files without changing them
+//! ([`CommitRules`]):
+//!
+//! - in-commit timestamps (`delta.enableInCommitTimestamps`): `commitInfo` is the first action
+//!   and carries an `inCommitTimestamp` strictly greater than the previous commit's;
+//! - row tracking (`rowTracking` supported): every added file gets a fresh `baseRowId` above
+//!   the table's high-water mark and `defaultRowCommitVersion` = the commit's version, the
+//!   `delta.rowTracking` domain's mark advances in the same commit, and removes carry the
+//!   file's own `baseRowId` and `defaultRowCommitVersion` (the caller builds them so);
+//! - identity columns, clustering and domain metadata: the commit writes no `metaData` and no
+//!   domain other than row tracking's, so the schema's identity high-water marks and the
+//!   clustering columns stay as they are.
+//!
+//! A commit lands only as the next version (the log store's put-if-absent). When another
+//! writer took that version, its commit is read: a rewrite whose removed files that commit
+//! also removed (or gave a deletion vector), or that changed the table's metadata or protocol,
+//! fails as a commit conflict (the operation's retry loop plans again from a fresh snapshot);
+//! otherwise the commit is retried at the version after, its timestamps and row ids computed
+//! again. This module never writes `metaData` or `protocol`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
-use deltalake::kernel::transaction::TransactionError;
+use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+use deltalake::kernel::{Add, EagerSnapshot, Remove};
 use deltalake::logstore::object_store::ObjectStore;
 use deltalake::logstore::{CommitOrBytes, LogStore};
-use deltalake::Path;
+use deltalake::{DeltaTableError, Path};
 use serde_json::{json, Map, Value};
+use tablekeeper_vocab::Operation;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::log::read::read_commit;
+use crate::log::path::decode_path;
+use crate::log::read::{
+    high_water_mark_of, num_records_of, read_commit, Commit, ROW_TRACKING_DOMAIN,
+};
 
 /// Table property that turns in-commit timestamps on.
 pub(crate) const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
@@ -31,10 +49,57 @@ pub(crate) const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTime
 /// committed in between, which a busy table does a few times at most.
 const MAX_RACES: u32 = 16;
 
-/// One commit without file actions.
+/// What the table's features ask of every commit, read from its protocol and properties.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CommitRules {
+    /// The table records in-commit timestamps.
+    pub in_commit_timestamps: bool,
+    /// The table supports row tracking: the highest row id assigned so far (-1 for none).
+    pub row_id_high_water_mark: Option<i64>,
+}
+
+impl CommitRules {
+    /// The rules of `snapshot`'s table. The row-id high-water mark is the `delta.rowTracking`
+    /// domain's, or, where a writer left none, the highest row id any active file holds.
+    pub(crate) async fn of(
+        uri: &str,
+        log_store: &dyn LogStore,
+        snapshot: &EagerSnapshot,
+    ) -> Result<CommitRules, DeltaError> {
+        let properties = snapshot.metadata().configuration();
+        let in_commit_timestamps = properties
+            .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let protocol = serde_json::to_value(snapshot.protocol()).unwrap_or_default();
+        let row_tracking = protocol
+            .get("writerFeatures")
+            .and_then(Value::as_array)
+            .is_some_and(|features| features.iter().any(|f| f == "rowTracking"));
+        let row_id_high_water_mark = if row_tracking {
+            let domain = crate::log::domain::system_domain(
+                uri,
+                log_store,
+                snapshot.version(),
+                ROW_TRACKING_DOMAIN,
+            )
+            .await?;
+            let recorded = domain.as_deref().and_then(high_water_mark_of);
+            let in_files = crate::snapshot::max_row_id(uri, snapshot)?;
+            Some(recorded.unwrap_or(-1).max(in_files.unwrap_or(-1)))
+        } else {
+            None
+        };
+        Ok(CommitRules {
+            in_commit_timestamps,
+            row_id_high_water_mark,
+        })
+    }
+}
+
+/// One commit: its `commitInfo` and its file actions.
 #[derive(Debug, Clone)]
-pub(crate) struct InfoCommit {
-    /// `operation`, as Delta names it (`VACUUM START`).
+pub(crate) struct LogCommit {
+    /// `operation`, as Delta names it (`OPTIMIZE`, `VACUUM START`).
     pub operation: &'static str,
     /// `operationParameters`; values are strings, as Delta writes them.
     pub parameters: Map<String, Value>,
@@ -42,8 +107,27 @@ pub(crate) struct InfoCommit {
     pub metrics: Map<String, Value>,
     /// Extra top-level `commitInfo` keys (tablekeeper's run marker).
     pub metadata: HashMap<String, Value>,
-    /// Whether the table records in-commit timestamps.
-    pub in_commit_timestamps: bool,
+    pub removes: Vec<Remove>,
+    pub adds: Vec<Add>,
+}
+
+impl LogCommit {
+    /// A commit without file actions.
+    pub(crate) fn info_only(
+        operation: &'static str,
+        parameters: Map<String, Value>,
+        metrics: Map<String, Value>,
+        metadata: HashMap<String, Value>,
+    ) -> LogCommit {
+        LogCommit {
+            operation,
+            parameters,
+            metrics,
+            metadata,
+            removes: Vec::new(),
+            adds: Vec::new(),
+        }
+    }
 }
 
 /// Where a commit landed, and how many versions other writers took first (each a commit
@@ -52,18 +136,46 @@ pub(crate) struct InfoCommit {
 pub(crate) struct Landed {
     pub version: u64,
     pub races_lost: u32,
+    /// The row-id high-water mark after the commit, where the table tracks row ids.
+    pub row_id_high_water_mark: Option<i64>,
 }
 
-/// Writes `commit` as the version after `after` (or the first free one after it).
-pub(crate) async fn commit_info_only(
+/// Writes `commit` as the version after `after` (or the first free one after it whose
+/// predecessors do not conflict with it), meeting `rules`.
+pub(crate) async fn write_commit(
     log_store: &dyn LogStore,
     uri: &str,
+    operation: Operation,
     after: u64,
-    commit: &InfoCommit,
+    commit: &LogCommit,
+    rules: &CommitRules,
 ) -> Result<Landed, DeltaError> {
+    let removed: HashSet<String> = commit
+        .removes
+        .iter()
+        .map(|r| decode_path(&r.path))
+        .collect();
+    let mut high_water_mark = rules.row_id_high_water_mark;
     let mut version = after + 1;
+    let mut previous = None;
     for races_lost in 0..=MAX_RACES {
-        let bytes = line(log_store, uri, version, commit).await?;
+        if previous
+            .as_ref()
+            .is_none_or(|p: &Commit| p.version + 1 != version)
+        {
+            previous = match version.checked_sub(1) {
+                Some(v) => read_commit(log_store, uri, v).await?,
+                None => None,
+            };
+        }
+        let (bytes, mark_after) = render(
+            uri,
+            version,
+            commit,
+            rules,
+            previous.as_ref(),
+            high_water_mark,
+        )?;
         let entry = if ["LakeFSLogStore", "DefaultLogStore"].contains(&log_store.name().as_str()) {
             CommitOrBytes::LogBytes(bytes)
         } else {
@@ -87,56 +199,107 @@ pub(crate) async fn commit_info_only(
                 return Ok(Landed {
                     version,
                     races_lost,
+                    row_id_high_water_mark: mark_after,
                 })
             }
             Err(TransactionError::VersionAlreadyExists(_)) => {
                 let _ = log_store
                     .abort_commit_entry(version, entry, Uuid::new_v4())
                     .await;
+                let winner = read_commit(log_store, uri, version).await?.ok_or_else(|| {
+                    DeltaError::IncompleteLog {
+                        table: uri.to_owned(),
+                        reason: format!(
+                            "commit {version} exists (another writer took it) but cannot be read"
+                        ),
+                    }
+                })?;
+                let has_files = !commit.removes.is_empty() || !commit.adds.is_empty();
+                if has_files {
+                    if let Some(conflict) = conflict(&winner, &removed) {
+                        tracing::info!(
+                            table = uri,
+                            version,
+                            operation = commit.operation,
+                            conflict = ?conflict,
+                            "another writer's commit conflicts with ours; planning again"
+                        );
+                        return Err(DeltaError::delta(
+                            uri,
+                            "committing the rewrite",
+                            DeltaTableError::Transaction {
+                                source: TransactionError::CommitConflict(conflict),
+                            },
+                        ));
+                    }
+                }
+                if let Some(mark) = winner.row_id_high_water_mark {
+                    high_water_mark = Some(high_water_mark.unwrap_or(-1).max(mark));
+                }
                 tracing::info!(
                     table = uri,
                     version,
                     operation = commit.operation,
                     "another writer committed this version first; committing at the next"
                 );
+                previous = Some(winner);
                 version += 1;
             }
             Err(err) => {
                 return Err(DeltaError::delta(
                     uri,
                     "writing a commit",
-                    deltalake::DeltaTableError::from(err),
+                    DeltaTableError::from(err),
                 ))
             }
         }
     }
     Err(DeltaError::Conflict {
         table: uri.to_owned(),
-        operation: tablekeeper_vocab::Operation::Vacuum,
+        operation,
         attempts: MAX_RACES,
-        source: Box::new(deltalake::DeltaTableError::VersionAlreadyExists(
-            version - 1,
-        )),
+        source: Box::new(DeltaTableError::VersionAlreadyExists(version - 1)),
     })
 }
 
-/// The commit's one line: `commitInfo`, with the in-commit timestamp when the table keeps
-/// them (the previous commit's plus one at least).
-async fn line(
-    log_store: &dyn LogStore,
+/// Why `winner` (a commit another writer made after our snapshot) conflicts with a rewrite
+/// removing `removed`, if it does.
+fn conflict(winner: &Commit, removed: &HashSet<String>) -> Option<CommitConflictError> {
+    if winner.changes_metadata {
+        return Some(CommitConflictError::MetadataChanged);
+    }
+    if winner.changes_protocol {
+        return Some(CommitConflictError::ProtocolChanged(
+            "another writer changed the protocol".into(),
+        ));
+    }
+    winner
+        .removes
+        .iter()
+        .any(|r| removed.contains(&r.path))
+        .then_some(CommitConflictError::ConcurrentDeleteDelete)
+}
+
+/// The commit's lines: `commitInfo` first (with the in-commit timestamp when the table keeps
+/// them: the previous commit's plus one at least), then removes, adds (with fresh row ids
+/// where the table tracks them) and the row tracking domain's new mark. Returns them with the
+/// mark after the commit.
+fn render(
     uri: &str,
     version: u64,
-    commit: &InfoCommit,
-) -> Result<Bytes, DeltaError> {
+    commit: &LogCommit,
+    rules: &CommitRules,
+    previous: Option<&Commit>,
+    high_water_mark: Option<i64>,
+) -> Result<(Bytes, Option<i64>), DeltaError> {
+    let unserializable = |err: serde_json::Error| DeltaError::IncompleteLog {
+        table: uri.to_owned(),
+        reason: format!("a commit does not serialize: {err}"),
+    };
     let now = chrono::Utc::now().timestamp_millis();
     let mut info = Map::new();
-    if commit.in_commit_timestamps {
-        let previous = match version.checked_sub(1) {
-            Some(v) => read_commit(log_store, uri, v)
-                .await?
-                .and_then(|c| c.info("inCommitTimestamp").and_then(Value::as_i64)),
-            None => None,
-        };
+    if rules.in_commit_timestamps {
+        let previous = previous.and_then(|c| c.info("inCommitTimestamp").and_then(Value::as_i64));
         let ict = previous.map_or(now, |p| now.max(p + 1));
         info.insert("inCommitTimestamp".into(), json!(ict));
     }
@@ -150,6 +313,11 @@ async fn line(
         "operationMetrics".into(),
         Value::Object(commit.metrics.clone()),
     );
+    if !commit.removes.is_empty() || !commit.adds.is_empty() {
+        info.insert("readVersion".into(), json!(version - 1));
+        info.insert("isolationLevel".into(), json!("SnapshotIsolation"));
+        info.insert("isBlindAppend".into(), json!(false));
+    }
     info.insert(
         "engineInfo".into(),
         json!(format!("tablekeeper/{}", env!("CARGO_PKG_VERSION"))),
@@ -157,12 +325,147 @@ async fn line(
     for (key, value) in &commit.metadata {
         info.insert(key.clone(), value.clone());
     }
-    let mut text = serde_json::to_string(&json!({ "commitInfo": info })).map_err(|err| {
-        DeltaError::IncompleteLog {
-            table: uri.to_owned(),
-            reason: format!("a commit does not serialize: {err}"),
+    let mut out = Vec::with_capacity(1 + commit.removes.len() + commit.adds.len());
+    out.push(json!({ "commitInfo": info }));
+    for remove in &commit.removes {
+        out.push(json!({ "remove": serde_json::to_value(remove).map_err(unserializable)? }));
+    }
+    let mut next_row_id = high_water_mark.map(|mark| mark + 1);
+    for add in &commit.adds {
+        let mut add = add.clone();
+        if let Some(next) = next_row_id.as_mut() {
+            let rows = add
+                .stats
+                .as_deref()
+                .and_then(num_records_of)
+                .ok_or_else(|| DeltaError::IncompleteLog {
+                    table: uri.to_owned(),
+                    reason: format!(
+                        "new file {} has no numRecords statistic, which row tracking needs to \
+                         give its rows ids; nothing was committed",
+                        add.path
+                    ),
+                })?;
+            add.base_row_id = Some(*next);
+            add.default_row_commit_version = Some(i64::try_from(version).unwrap_or(i64::MAX));
+            *next += i64::try_from(rows).unwrap_or(i64::MAX);
         }
-    })?;
-    text.push('\n');
-    Ok(Bytes::from(text))
+        out.push(json!({ "add": serde_json::to_value(&add).map_err(unserializable)? }));
+    }
+    if let (Some(next), Some(before)) = (next_row_id, high_water_mark) {
+        if next - 1 > before {
+            let configuration = json!({ "rowIdHighWaterMark": next - 1 }).to_string();
+            out.push(json!({ "domainMetadata": {
+                "domain": ROW_TRACKING_DOMAIN,
+                "configuration": configuration,
+                "removed": false,
+            }}));
+        }
+    }
+    let mut text = String::new();
+    for line in out {
+        text.push_str(&serde_json::to_string(&line).map_err(unserializable)?);
+        text.push('\n');
+    }
+    Ok((Bytes::from(text), next_row_id.map(|next| next - 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(path: &str, rows: u64) -> Add {
+        Add {
+            path: path.into(),
+            size: 10,
+            stats: Some(format!("{{\"numRecords\":{rows}}}")),
+            ..Add::default()
+        }
+    }
+
+    fn parse((bytes, _): &(Bytes, Option<i64>)) -> Vec<Value> {
+        std::str::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn rewrite() -> LogCommit {
+        LogCommit {
+            operation: "OPTIMIZE",
+            parameters: Map::new(),
+            metrics: Map::new(),
+            metadata: HashMap::new(),
+            removes: vec![Remove {
+                path: "a.parquet".into(),
+                base_row_id: Some(0),
+                default_row_commit_version: Some(1),
+                ..Remove::default()
+            }],
+            adds: vec![add("b.parquet", 3), add("c.parquet", 4)],
+        }
+    }
+
+    #[test]
+    fn row_tracked_adds_get_fresh_ids_above_the_mark_and_the_mark_advances() {
+        let rules = CommitRules {
+            in_commit_timestamps: false,
+            row_id_high_water_mark: Some(9),
+        };
+        let lines = parse(&render("t", 5, &rewrite(), &rules, None, Some(9)).unwrap());
+        assert!(lines[0].get("commitInfo").is_some());
+        assert_eq!(lines[1]["remove"]["baseRowId"], 0);
+        assert_eq!(lines[1]["remove"]["defaultRowCommitVersion"], 1);
+        assert_eq!(lines[2]["add"]["baseRowId"], 10);
+        assert_eq!(lines[2]["add"]["defaultRowCommitVersion"], 5);
+        assert_eq!(lines[3]["add"]["baseRowId"], 13);
+        let domain = &lines[4]["domainMetadata"];
+        assert_eq!(domain["domain"], ROW_TRACKING_DOMAIN);
+        assert_eq!(
+            high_water_mark_of(domain["configuration"].as_str().unwrap()),
+            Some(16)
+        );
+        // a table without row tracking gets no ids and no domain
+        let plain =
+            parse(&render("t", 5, &rewrite(), &CommitRules::default(), None, None).unwrap());
+        assert_eq!(plain.len(), 4);
+        assert!(plain[2]["add"]["baseRowId"].is_null());
+    }
+
+    #[test]
+    fn in_commit_timestamps_come_first_and_increase() {
+        let rules = CommitRules {
+            in_commit_timestamps: true,
+            row_id_high_water_mark: None,
+        };
+        let future = chrono::Utc::now().timestamp_millis() + 3_600_000;
+        let previous = Commit::parse(
+            4,
+            format!("{{\"commitInfo\":{{\"inCommitTimestamp\":{future}}}}}\n").as_bytes(),
+        )
+        .unwrap();
+        let written = parse(&render("t", 5, &rewrite(), &rules, Some(&previous), None).unwrap());
+        assert_eq!(written[0]["commitInfo"]["inCommitTimestamp"], future + 1);
+    }
+
+    #[test]
+    fn conflicts_are_removed_files_and_metadata_changes() {
+        let removed: HashSet<String> = ["a b.parquet".to_owned()].into();
+        let other = |line: &str| Commit::parse(7, line.as_bytes()).unwrap();
+        assert!(conflict(
+            &other(r#"{"remove":{"path":"a%20b.parquet","dataChange":true}}"#),
+            &removed
+        )
+        .is_some());
+        assert!(conflict(
+            &other(r#"{"add":{"path":"new.parquet","dataChange":true}}"#),
+            &removed
+        )
+        .is_none());
+        assert!(matches!(
+            conflict(&other(r#"{"metaData":{"id":"x"}}"#), &removed),
+            Some(CommitConflictError::MetadataChanged)
+        ));
+    }
 }

@@ -2,8 +2,8 @@
 //! partition keys, `_last_checkpoint`), the deletion vectors its actions name
 //! ([`deletion_vector`]), which versions load and what cleanup may delete ([`integrity`]), the
 //! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
-//! does delete log files, after writing a checkpoint ([`checkpoint`]), the commits without file
-//! actions tablekeeper writes itself ([`commit`]), the commit history
+//! does delete log files, after writing a checkpoint ([`checkpoint`]), every commit tablekeeper
+//! writes ([`commit`]), the table's system domains ([`domain`]), the commit history
 //! that outlives the log ([`history`]), and the files another table's log references, read
 //! without deltalake ([`references`]).
 //!
@@ -12,6 +12,7 @@
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
 pub(crate) mod deletion_vector;
+pub(crate) mod domain;
 pub(crate) mod guard;
 pub(crate) mod history;
 pub(crate) mod integrity;

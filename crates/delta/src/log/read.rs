@@ -24,6 +24,9 @@ pub(crate) const MARKER_KEY: &str = "tablekeeper";
 /// keeps object-store request rates polite while hiding latency (S3 handles thousands/s).
 pub(crate) const LOG_READ_CONCURRENCY: usize = 16;
 
+/// The domain in which row tracking keeps its high-water mark.
+pub(crate) const ROW_TRACKING_DOMAIN: &str = "delta.rowTracking";
+
 /// Partition value that Hive-style layouts and Spark use for null.
 pub(crate) const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
@@ -293,6 +296,12 @@ pub(crate) struct Commit {
     pub removes: Vec<FileAction>,
     /// Change-data files (`cdc` actions) the commit wrote.
     pub cdc_files: u64,
+    /// The commit holds a `metaData` action.
+    pub changes_metadata: bool,
+    /// The commit holds a `protocol` action.
+    pub changes_protocol: bool,
+    /// The row tracking high-water mark the commit set (`delta.rowTracking` domain).
+    pub row_id_high_water_mark: Option<i64>,
 }
 
 impl Commit {
@@ -318,6 +327,17 @@ impl Commit {
                 commit.removes.push(file_action(&remove));
             } else if action.contains_key("cdc") {
                 commit.cdc_files += 1;
+            } else if action.contains_key("metaData") {
+                commit.changes_metadata = true;
+            } else if action.contains_key("protocol") {
+                commit.changes_protocol = true;
+            } else if let Some(Value::Object(domain)) = action.remove("domainMetadata") {
+                if domain.get("domain").and_then(Value::as_str) == Some(ROW_TRACKING_DOMAIN) {
+                    commit.row_id_high_water_mark = domain
+                        .get("configuration")
+                        .and_then(Value::as_str)
+                        .and_then(high_water_mark_of);
+                }
             }
         }
         Ok(commit)
@@ -500,8 +520,16 @@ fn file_action(obj: &Map<String, Value>) -> FileAction {
     }
 }
 
+/// `rowIdHighWaterMark` out of the `delta.rowTracking` domain's configuration.
+pub(crate) fn high_water_mark_of(configuration: &str) -> Option<i64> {
+    serde_json::from_str::<Value>(configuration)
+        .ok()?
+        .get("rowIdHighWaterMark")?
+        .as_i64()
+}
+
 /// `numRecords` out of an add's `stats` JSON string, without parsing the column statistics.
-fn num_records_of(stats: &str) -> Option<u64> {
+pub(crate) fn num_records_of(stats: &str) -> Option<u64> {
     #[derive(serde::Deserialize)]
     struct Rows {
         #[serde(rename = "numRecords")]

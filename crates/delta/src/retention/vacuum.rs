@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::log::commit::{commit_info_only, InfoCommit, IN_COMMIT_TIMESTAMPS_PROPERTY};
+use crate::log::commit::{write_commit, CommitRules, LogCommit, IN_COMMIT_TIMESTAMPS_PROPERTY};
 use crate::log::path::decode_path;
 use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::open::{open_table_at, table_url};
@@ -333,7 +333,7 @@ fn in_commit_timestamps(properties: &std::collections::HashMap<String, String>) 
 /// records itself (other engines' audits look for these operations); returns what storage
 /// reported deleted, files already gone included, and how many versions other writers took
 /// first. The commits carry no file action, so they
-/// are written by [`commit_info_only`] on tables with writer features deltalake does not know
+/// are written by [`write_commit`] on tables with writer features deltalake does not know
 /// too (identity columns, row tracking, clustering, in-commit timestamps).
 async fn delete_files(
     table: &DeltaTable,
@@ -354,18 +354,23 @@ async fn delete_files(
             serde_json::Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        InfoCommit {
+        LogCommit::info_only(
             operation,
-            parameters: object(parameters),
-            metrics: object(metrics),
-            metadata: run_marker(run_id, OP),
-            in_commit_timestamps,
-        }
+            object(parameters),
+            object(metrics),
+            run_marker(run_id, OP),
+        )
+    };
+    // the commits add no file, so row tracking asks nothing of them
+    let rules = CommitRules {
+        in_commit_timestamps,
+        row_id_high_water_mark: None,
     };
     let retention_ms = retention.as_millis().to_string();
-    let start = commit_info_only(
+    let start = write_commit(
         log_store.as_ref(),
         uri,
+        OP,
         version,
         &commit(
             "VACUUM START",
@@ -379,6 +384,7 @@ async fn delete_files(
                 "sizeOfDataToDelete": bytes.to_string(),
             }),
         ),
+        &rules,
     )
     .await?;
     let store = table.object_store();
@@ -399,9 +405,10 @@ async fn delete_files(
         .try_collect()
         .await
         .map_err(|err| DeltaError::store(uri, "deleting vacuumed files", err))?;
-    let end = commit_info_only(
+    let end = write_commit(
         log_store.as_ref(),
         uri,
+        OP,
         start.version,
         &commit(
             "VACUUM END",
@@ -411,6 +418,7 @@ async fn delete_files(
                 "numVacuumedDirectories": "0",
             }),
         ),
+        &rules,
     )
     .await?;
     Ok((deleted, start.races_lost + end.races_lost))

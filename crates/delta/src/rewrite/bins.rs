@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
+use crate::log::commit::CommitRules;
 use crate::rewrite::decode::{commit_rewrite, rewrite_files};
 use crate::rewrite::merged_stats::{self, Naming};
 use crate::rewrite::plan::RewriteSpec;
@@ -91,8 +92,8 @@ fn pack(partition: &str, files: Vec<BinFile>, target: u64) -> Vec<Bin> {
 /// Compacts the small files (under `small_below` bytes) of the partitions `filters` select,
 /// from `table`'s snapshot. Returns the table refreshed after the bins' commits, or `None` when
 /// no bin can be copied (each holds a file smaller than [`splice::MIN_COPY_ROW_GROUP_BYTES`],
-/// so a row group under it): the caller then runs deltalake's OPTIMIZE, which decodes a whole
-/// filter set faster than one scan per bin does.
+/// so a row group under it) and deltalake may rewrite the table: the caller then runs
+/// deltalake's OPTIMIZE, which decodes a whole filter set faster than one scan per bin does.
 pub(crate) async fn compact(
     uri: &str,
     table: &DeltaTable,
@@ -112,7 +113,7 @@ pub(crate) async fn compact(
                 size,
                 stats: file.stats(),
                 has_deletion_vector: file.deletion_vector_descriptor().is_some(),
-                remove: Action::Remove(file.remove_action(false)),
+                remove: crate::rewrite::select::remove_of(file),
             })
         })?;
     let target = spec.target_size.get();
@@ -128,10 +129,11 @@ pub(crate) async fn compact(
             .iter()
             .all(|f| f.size >= splice::MIN_COPY_ROW_GROUP_BYTES && !f.has_deletion_vector)
     };
-    if !bins.iter().any(copyable) {
+    if spec.deltalake_rewrites && !bins.iter().any(copyable) {
         return Ok(None);
     }
-    let context = Arc::new(BinContext::new(uri, table, snapshot, spec));
+    let rules = CommitRules::of(uri, table.log_store().as_ref(), &snapshot).await?;
+    let context = Arc::new(BinContext::new(uri, table, snapshot, spec, rules));
     let parallel = std::thread::available_parallelism().map_or(1, usize::from);
     // collected first: a stream over a closure's futures is not provably `Send` here
     let runs: Vec<_> = bins
@@ -160,14 +162,21 @@ struct BinContext {
     store: Arc<dyn ObjectStore>,
     /// The snapshot the bins were planned and are read on.
     snapshot: EagerSnapshot,
-    /// The snapshot after the last bin committed: the next commit's base.
-    committed: tokio::sync::Mutex<EagerSnapshot>,
+    /// The version the last bin committed (the next commit's base) and what the table's
+    /// features ask of that commit.
+    committed: tokio::sync::Mutex<(u64, CommitRules)>,
     spec: RewriteSpec,
     naming: Naming,
 }
 
 impl BinContext {
-    fn new(uri: &str, table: &DeltaTable, snapshot: EagerSnapshot, spec: &RewriteSpec) -> Self {
+    fn new(
+        uri: &str,
+        table: &DeltaTable,
+        snapshot: EagerSnapshot,
+        spec: &RewriteSpec,
+        rules: CommitRules,
+    ) -> Self {
         let log_store = table.log_store();
         let naming = match snapshot
             .metadata()
@@ -182,7 +191,7 @@ impl BinContext {
             uri: uri.to_owned(),
             store: log_store.object_store(None),
             log_store,
-            committed: tokio::sync::Mutex::new(snapshot.clone()),
+            committed: tokio::sync::Mutex::new((snapshot.version(), rules)),
             snapshot,
             spec: spec.clone(),
             naming,
@@ -230,14 +239,23 @@ impl BinContext {
         let files = bin.files.len();
         let bytes = bin.bytes();
         actions.splice(0..0, bin.files.into_iter().map(|f| f.remove));
-        // bins are written in parallel and committed one after another, each on the snapshot
+        // bins are written in parallel and committed one after another, each on the version
         // the previous one left, as deltalake's OPTIMIZE does
         let version = {
-            let mut snapshot = self.committed.lock().await;
-            let (version, after) =
-                commit_rewrite(uri, self.log_store.clone(), &snapshot, actions, &self.spec).await?;
-            *snapshot = after;
-            version
+            let mut committed = self.committed.lock().await;
+            let (base, rules) = &mut *committed;
+            let landed = commit_rewrite(
+                uri,
+                self.log_store.as_ref(),
+                *base,
+                rules,
+                actions,
+                &self.spec,
+            )
+            .await?;
+            *base = landed.version;
+            rules.row_id_high_water_mark = landed.row_id_high_water_mark;
+            landed.version
         };
         tracing::info!(
             table = uri,

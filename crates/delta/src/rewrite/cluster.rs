@@ -139,6 +139,8 @@ struct PartitionTask {
     snapshot: EagerSnapshot,
     key: Arc<ZKey>,
     target_size: NonZeroU64,
+    /// The files written are the table's clustering (`clusteringProvider`).
+    clustering: bool,
 }
 
 impl PartitionTask {
@@ -179,7 +181,7 @@ impl PartitionTask {
             &self.snapshot,
             schema,
             self.target_size,
-        );
+        )?;
         let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
         tracing::debug!(
             table = uri,
@@ -190,7 +192,13 @@ impl PartitionTask {
             spilled_bytes = spilled,
             "partition z-ordered"
         );
-        actions.extend(adds.into_iter().map(Action::Add));
+        let provider = self
+            .clustering
+            .then(|| crate::rewrite::liquid::PROVIDER.to_owned());
+        actions.extend(adds.into_iter().map(|mut add| {
+            add.clustering_provider.clone_from(&provider);
+            Action::Add(add)
+        }));
         Ok(actions)
     }
 }
@@ -203,6 +211,7 @@ pub(crate) async fn rewrite(
     table: &DeltaTable,
     spec: &RewriteSpec,
     columns: &[String],
+    clustering: bool,
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
@@ -210,9 +219,16 @@ pub(crate) async fn rewrite(
         let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
         let partitions =
             crate::rewrite::select::select_files(uri, &snapshot, filters, |file, _| {
+                if clustering {
+                    #[allow(deprecated)] // the only public way to a file's `clusteringProvider`
+                    let provider = file.add_action().clustering_provider;
+                    if !crate::rewrite::liquid::unclustered(provider.as_deref()) {
+                        return None;
+                    }
+                }
                 Some((
                     file.path().into_owned(),
-                    Action::Remove(file.remove_action(false)),
+                    crate::rewrite::select::remove_of(file),
                 ))
             })?;
         if partitions.is_empty() {
@@ -238,6 +254,7 @@ pub(crate) async fn rewrite(
                     snapshot: snapshot.clone(),
                     key: Arc::clone(&key),
                     target_size: spec.target_size,
+                    clustering,
                 };
                 async move {
                     let handle = AbortOnDropHandle::new(tokio::spawn(task.run(partition, files)));

@@ -19,10 +19,8 @@ use deltalake::datafusion::execution::SendableRecordBatchStream;
 use deltalake::datafusion::prelude::SessionContext;
 use deltalake::delta_datafusion::{DeltaScanNext, FileSelection};
 use deltalake::kernel::scalars::ScalarExt as _;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, EagerSnapshot};
-use deltalake::logstore::LogStoreRef;
-use deltalake::protocol::DeltaOperation;
+use deltalake::logstore::{LogStore, LogStoreRef};
 use deltalake::table::config::TablePropertiesExt as _;
 use deltalake::{DeltaTable, DeltaTableError};
 use futures::StreamExt;
@@ -32,6 +30,8 @@ use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::file::properties::WriterProperties;
 
 use crate::error::DeltaError;
+use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
+use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
 use crate::rewrite::plan::RewriteSpec;
 
 /// The largest row group written (encoded bytes): it bounds what one rewrite holds in memory,
@@ -42,6 +42,10 @@ pub(crate) const ROW_GROUP_BYTES: u64 = 64 * 1024 * 1024;
 /// What one decoding rewrite is reckoned to hold, for the rewrite budget: the row group being
 /// encoded, the decoded batches feeding it and the upload.
 pub(crate) const MEMORY_BYTES: u64 = 2 * ROW_GROUP_BYTES;
+
+/// Length of the random directory files of column-mapped tables are written under (Delta's
+/// `delta.randomPrefixLength` default).
+const RANDOM_PREFIX_LENGTH: usize = 2;
 
 /// Writes the live rows of `paths` (files of one partition of `snapshot`, percent-decoded as
 /// `LogicalFileView::path`) into new files of about `target_size`. Returns their `add`
@@ -54,7 +58,7 @@ pub(crate) async fn rewrite_files(
     target_size: NonZeroU64,
 ) -> Result<Vec<Add>, DeltaError> {
     let (schema, mut batches) = scan_files(uri, log_store, snapshot, paths).await?;
-    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, target_size);
+    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, target_size)?;
     while let Some(batch) = batches.next().await {
         let batch =
             batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
@@ -99,6 +103,9 @@ pub(crate) async fn scan_files(
 
 /// New files of one partition: deltalake's Parquet writer, as its OPTIMIZE writes them (zstd
 /// level 4), in row groups of at most [`ROW_GROUP_BYTES`], with the table's statistics columns.
+/// On a column-mapped table the rows are written under their physical names and field ids
+/// ([`PhysicalNames`]), statistics and partition values keyed by physical names, in files under
+/// a random prefix instead of Hive-style directories (as Delta writes such tables).
 ///
 /// The writer is handed the partition's values once, from the first row, instead of splitting
 /// every batch by them as `DeltaWriter::write` does (a hash-map entry per row and a copy of every
@@ -107,30 +114,47 @@ pub(crate) async fn scan_files(
 pub(crate) struct PartitionFiles {
     uri: String,
     writer: DeltaWriter,
+    /// The partition columns, as the rows name them (logical names).
     partition_columns: Vec<String>,
-    /// The partition's values, from the first row written.
+    /// The partition's values keyed as the log keys them, from the first row written.
     values: Option<IndexMap<String, Scalar>>,
+    /// Physical names, on a column-mapped table.
+    mapping: Option<PhysicalNames>,
 }
 
 impl PartitionFiles {
-    /// A writer of rows of `schema` (partition columns included) into new files of
-    /// `snapshot`'s table of about `target_size`.
+    /// A writer of rows of `schema` (partition columns included, logical names) into new files
+    /// of `snapshot`'s table of about `target_size`.
     pub(crate) fn new(
         uri: &str,
         log_store: &LogStoreRef,
         snapshot: &EagerSnapshot,
         schema: SchemaRef,
         target_size: NonZeroU64,
-    ) -> Self {
+    ) -> Result<Self, DeltaError> {
         let properties = snapshot.table_properties();
         let properties_of_files = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(4).unwrap_or_default()))
             .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
             .build();
         let partition_columns = snapshot.metadata().partition_columns().to_vec();
+        let mapping = if is_mapped(snapshot.metadata().configuration()) {
+            Some(
+                PhysicalNames::new(&schema, snapshot.schema().as_ref()).map_err(|reason| {
+                    DeltaError::IncompleteLog {
+                        table: uri.to_owned(),
+                        reason: format!("the table maps its columns, but {reason}"),
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
+        let physical =
+            |name: &str| -> String { mapping.as_ref().map_or(name, |m| m.name(name)).to_owned() };
         let config = WriterConfig::new(
-            schema,
-            partition_columns.clone(),
+            mapping.as_ref().map_or(schema, PhysicalNames::schema),
+            partition_columns.iter().map(|c| physical(c)).collect(),
             Some(properties_of_files),
             Some(target_size),
             None,
@@ -138,35 +162,53 @@ impl PartitionFiles {
             properties
                 .data_skipping_stats_columns
                 .as_ref()
-                .map(|columns| columns.iter().map(ToString::to_string).collect()),
-        );
-        PartitionFiles {
+                .map(|columns| columns.iter().map(|c| physical(&c.to_string())).collect()),
+        )
+        .with_random_prefix_length(mapping.is_some().then_some(RANDOM_PREFIX_LENGTH));
+        Ok(PartitionFiles {
             uri: uri.to_owned(),
             writer: DeltaWriter::new(log_store.object_store(None), config),
             partition_columns,
             values: None,
-        }
+            mapping,
+        })
     }
 
     /// Writes `batch`'s rows, which must all belong to the partition of the first row written.
     pub(crate) async fn write(&mut self, batch: RecordBatch) -> Result<(), DeltaError> {
         let uri = self.uri.as_str();
         let written = |e| DeltaError::delta(uri, "writing rewritten files", e);
-        if self.partition_columns.is_empty() {
-            return self.writer.write(&batch).await.map_err(written);
-        }
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        if !self.partition_columns.is_empty() {
+            ensure_one_partition(&batch, &self.partition_columns).map_err(written)?;
+        }
         let values = match &mut self.values {
-            Some(values) => values,
+            Some(values) => values.clone(),
             slot @ None => {
-                slot.insert(first_row_values(&batch, &self.partition_columns).map_err(written)?)
+                let mut values =
+                    first_row_values(&batch, &self.partition_columns).map_err(written)?;
+                if let Some(mapping) = &self.mapping {
+                    values = values
+                        .into_iter()
+                        .map(|(name, value)| (mapping.name(&name).to_owned(), value))
+                        .collect();
+                }
+                slot.insert(values).clone()
             }
         };
-        ensure_one_partition(&batch, &self.partition_columns).map_err(written)?;
+        let batch = match &self.mapping {
+            Some(mapping) => mapping
+                .batch(&batch)
+                .map_err(|e| written(DeltaTableError::from(e)))?,
+            None => batch,
+        };
+        if self.partition_columns.is_empty() {
+            return self.writer.write(&batch).await.map_err(written);
+        }
         self.writer
-            .write_partition(batch, values)
+            .write_partition(batch, &values)
             .await
             .map_err(written)
     }
@@ -230,36 +272,58 @@ fn ensure_one_partition(
     Ok(())
 }
 
-/// Commits `actions` (a rewrite's removes and adds) on `snapshot` as one OPTIMIZE commit
-/// carrying the run's marker. deltalake rebases it over commits made since `snapshot` and fails
-/// with a conflict when one of them removed a file this commit removes. Returns its version and
-/// the snapshot after it.
+/// Commits `actions` (a rewrite's removes and adds), planned on the table at version `base`,
+/// as one OPTIMIZE commit carrying the run's marker and meeting the table's `rules`
+/// ([`crate::log::commit`]): it lands after commits made since `base` unless one of them removed
+/// a file this commit removes or changed the table's metadata, which fails as a conflict.
 pub(crate) async fn commit_rewrite(
     uri: &str,
-    log_store: LogStoreRef,
-    snapshot: &EagerSnapshot,
+    log_store: &dyn LogStore,
+    base: u64,
+    rules: &CommitRules,
     actions: Vec<Action>,
     spec: &RewriteSpec,
-) -> Result<(i64, EagerSnapshot), DeltaError> {
-    let target_size = i64::try_from(spec.target_size.get()).unwrap_or(i64::MAX);
-    let finalized = CommitBuilder::from(
-        CommitProperties::default()
-            .with_metadata(spec.marker.clone())
-            .with_cleanup_expired_logs(Some(false)),
-    )
-    .with_actions(actions)
-    .build(
-        Some(snapshot),
-        log_store,
-        DeltaOperation::Optimize {
-            predicate: None,
-            target_size,
-        },
-    )
-    .await
-    .map_err(|e| DeltaError::delta(uri, "committing the rewrite", e))?;
-    let version = i64::try_from(finalized.version()).unwrap_or(i64::MAX);
-    Ok((version, finalized.snapshot().snapshot().clone()))
+) -> Result<Landed, DeltaError> {
+    let mut removes = Vec::new();
+    let mut adds = Vec::new();
+    for action in actions {
+        match action {
+            Action::Remove(remove) => removes.push(remove),
+            Action::Add(add) => adds.push(add),
+            other => {
+                return Err(DeltaError::IncompleteLog {
+                    table: uri.to_owned(),
+                    reason: format!(
+                        "a rewrite may commit only removes and adds, not {other:?} \
+                         (a tablekeeper bug: please report it); nothing was committed"
+                    ),
+                })
+            }
+        }
+    }
+    let parameters = serde_json::json!({
+        "predicate": "[]",
+        "targetSize": spec.target_size.get().to_string(),
+    });
+    let metrics = serde_json::json!({
+        "numRemovedFiles": removes.len().to_string(),
+        "numAddedFiles": adds.len().to_string(),
+        "numRemovedBytes": removes.iter().filter_map(|r| r.size).sum::<i64>().to_string(),
+        "numAddedBytes": adds.iter().map(|a| a.size).sum::<i64>().to_string(),
+    });
+    let object = |v: serde_json::Value| match v {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let commit = LogCommit {
+        operation: "OPTIMIZE",
+        parameters: object(parameters),
+        metrics: object(metrics),
+        metadata: spec.marker.clone(),
+        removes,
+        adds,
+    };
+    write_commit(log_store, uri, spec.operation, base, &commit, rules).await
 }
 
 /// Commits a rewrite of `table` planned on `snapshot` (see [`commit_rewrite`]) and returns the
@@ -272,13 +336,16 @@ pub(crate) async fn commit_and_reload(
     spec: &RewriteSpec,
     what: &'static str,
 ) -> Result<DeltaTable, DeltaError> {
-    let (version, _) = commit_rewrite(uri, table.log_store(), snapshot, actions, spec).await?;
+    let log_store = table.log_store();
+    let rules = CommitRules::of(uri, log_store.as_ref(), snapshot).await?;
+    let base = snapshot.version();
+    let landed = commit_rewrite(uri, log_store.as_ref(), base, &rules, actions, spec).await?;
     let mut after = table.clone();
     after
         .update_state()
         .await
         .map_err(|e| DeltaError::delta(uri, "reloading the table after the rewrite", e))?;
-    tracing::info!(table = uri, version, "{what} committed");
+    tracing::info!(table = uri, version = landed.version, "{what} committed");
     Ok(after)
 }
 

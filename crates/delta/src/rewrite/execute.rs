@@ -52,9 +52,20 @@ pub(crate) async fn optimize_once(
             // no bin can be copied: deltalake's OPTIMIZE decodes them all, as fast as it does
             // for any other caller and faster than a scan per bin
         }
-        Rewrite::ZOrder(columns) => {
-            return crate::rewrite::cluster::rewrite(uri, table, spec, columns, filters, cancel)
-                .await
+        Rewrite::ZOrder {
+            columns,
+            clustering,
+        } => {
+            return crate::rewrite::cluster::rewrite(
+                uri,
+                table,
+                spec,
+                columns,
+                *clustering,
+                filters,
+                cancel,
+            )
+            .await
         }
         Rewrite::Purge => {
             return crate::rewrite::purge::rewrite(uri, table, spec, filters, cancel).await

@@ -2,15 +2,16 @@
 //! (delta-rs's `OptimizeType`), planned and run in layers that import only downwards:
 //!
 //! - [`optimize`]: the operation — preparation, the conflict-retry loop, the dry run;
-//! - the kinds' plan steps, which say which partitions need work: [`compact`], [`zorder`],
-//!   [`purge`] (purge also holds its rewrite step, since OPTIMIZE cannot select files by their
+//! - the kinds' plan steps, which say which partitions need work: [`compact`] (on a clustered
+//!   table [`liquid`]), [`zorder`], [`purge`] (purge also holds its rewrite step, since OPTIMIZE cannot select files by their
 //!   deletion vectors);
 //! - [`execute`]: one scoped rewrite per filter set, every commit read back and guarded
 //!   ([`guard`]);
 //! - the rewrites themselves: compaction's bins ([`bins`]) by the column-chunk copy path
 //!   ([`splice`], statistics in [`merged_stats`]) or by decoding ([`decode`]); Z-order's sort
 //!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
-//!   the process's memory [`budget`];
+//!   the process's memory [`budget`], writing a column-mapped table's physical names
+//!   ([`column_mapping`]);
 //! - at the bottom, the plain types every layer shares ([`plan`]) and the file selection
 //!   ([`select`]).
 //!
@@ -19,11 +20,13 @@
 pub(crate) mod bins;
 pub(crate) mod budget;
 pub(crate) mod cluster;
+pub(crate) mod column_mapping;
 pub(crate) mod compact;
 pub(crate) mod decode;
 pub(crate) mod execute;
 pub(crate) mod external_sort;
 pub(crate) mod guard;
+pub(crate) mod liquid;
 pub(crate) mod merged_stats;
 pub(crate) mod optimize;
 pub(crate) mod plan;

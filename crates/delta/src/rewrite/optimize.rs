@@ -23,6 +23,7 @@ use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
 use crate::rewrite::compact::{self, CompactOptions};
 use crate::rewrite::execute::{optimize_once, record_commits};
+use crate::rewrite::liquid;
 use crate::rewrite::plan::{Plan, Rewrite, RewriteSpec};
 use crate::rewrite::purge::{self, PurgeOptions};
 use crate::rewrite::select::filter_sets;
@@ -100,7 +101,10 @@ impl Optimize<'_> {
             Optimize::Compact(o) => Rewrite::Compact {
                 small_below: compact::small_file_threshold(o.target_file_size, o.small_file_factor),
             },
-            Optimize::ZOrder(o) => Rewrite::ZOrder(o.columns.clone()),
+            Optimize::ZOrder(o) => Rewrite::ZOrder {
+                columns: o.columns.clone(),
+                clustering: false,
+            },
             Optimize::Purge(_) => Rewrite::Purge,
         }
     }
@@ -188,7 +192,16 @@ async fn attempt(
             kind.dry_run(),
         )
     });
-    let (scopes, files, bytes) = match kind.plan(uri, &prepared, cancel).await? {
+    // compaction of a clustered table clusters its new files by the clustering columns
+    let clustering = match kind {
+        Optimize::Compact(_) => liquid::clustering_columns(uri, &prepared.table).await?,
+        _ => None,
+    };
+    let plan = match &clustering {
+        Some(_) => liquid::plan(uri, &prepared)?,
+        None => kind.plan(uri, &prepared, cancel).await?,
+    };
+    let (scopes, files, bytes) = match plan {
         Plan::Nothing(reason) => {
             if report.commits.is_empty() {
                 report.skipped = Some(reason);
@@ -219,9 +232,16 @@ async fn attempt(
     drop(active);
     let spec = RewriteSpec {
         operation: op,
-        rewrite: kind.rewrite(),
+        rewrite: match clustering {
+            Some(columns) => Rewrite::ZOrder {
+                columns,
+                clustering: true,
+            },
+            None => kind.rewrite(),
+        },
         target_size: target,
         marker: kind.marker(run_id),
+        deltalake_rewrites: protocol.deltalake_rewrites(),
     };
     let mut current = table;
     for filters in filter_sets(&protocol.partition_columns, &scopes) {

@@ -36,10 +36,15 @@ pub(crate) enum Plan {
 #[derive(Debug, Clone)]
 pub(crate) enum Rewrite {
     /// Built by [`crate::rewrite::bins`]: the files under `small_below` bytes, bin-packed.
-    Compact {
-        small_below: u64,
+    Compact { small_below: u64 },
+    /// Built by [`crate::rewrite::cluster`]: every selected file sorted on `columns`; with
+    /// `clustering`, the rewrite of a clustered table by its clustering columns, which takes
+    /// only the files no clustering implementation has clustered yet and marks what it writes
+    /// as clustered.
+    ZOrder {
+        columns: Vec<String>,
+        clustering: bool,
     },
-    ZOrder(Vec<String>),
     /// Built by [`crate::rewrite::purge`] from deltalake's parts, not by OPTIMIZE.
     Purge,
 }
@@ -52,4 +57,7 @@ pub(crate) struct RewriteSpec {
     pub target_size: NonZeroU64,
     /// Commit metadata: the run marker, plus `operationParameters` for Z-order.
     pub marker: HashMap<String, Value>,
+    /// deltalake's OPTIMIZE may rewrite the table (it writes every feature the table has);
+    /// otherwise every bin goes through tablekeeper's own rewrite and commit.
+    pub deltalake_rewrites: bool,
 }

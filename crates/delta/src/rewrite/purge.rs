@@ -83,7 +83,7 @@ pub(crate) async fn rewrite(
                 file.deletion_vector_descriptor().is_some().then(|| {
                     (
                         file.path().into_owned(),
-                        Action::Remove(file.remove_action(false)),
+                        crate::rewrite::select::remove_of(file),
                     )
                 })
             })?;

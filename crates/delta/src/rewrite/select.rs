@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use deltalake::kernel::{EagerSnapshot, LogicalFileView};
+use deltalake::kernel::{Action, EagerSnapshot, LogicalFileView};
 use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
 
 use crate::error::DeltaError;
@@ -84,7 +84,8 @@ pub(crate) fn planned_snapshot(uri: &str, table: &DeltaTable) -> Result<EagerSna
 
 /// The active files of `snapshot` in the partitions `filters` select, as `choose` maps them
 /// (`None` leaves a file out), grouped by partition key in key order. Every rewrite kind picks
-/// its inputs here.
+/// its inputs here. Filters and keys use logical column names; `choose` gets the values as the
+/// log keys them (physical names on a column-mapped table), which is what new adds carry.
 pub(crate) fn select_files<T>(
     uri: &str,
     snapshot: &EagerSnapshot,
@@ -92,21 +93,35 @@ pub(crate) fn select_files<T>(
     mut choose: impl FnMut(&LogicalFileView, HashMap<String, Option<String>>) -> Option<T>,
 ) -> Result<BTreeMap<String, Vec<T>>, DeltaError> {
     let partition_columns = snapshot.metadata().partition_columns();
+    let names = crate::rewrite::column_mapping::partition_names(snapshot);
     let mut partitions: BTreeMap<String, Vec<T>> = BTreeMap::new();
     for file in snapshot
         .try_log_data()
         .map_err(|e| DeltaError::delta(uri, "reading the active files", e))?
     {
         let values = file.partition_values_map();
-        if !matches(filters, &values) {
+        let logical = crate::rewrite::column_mapping::logical_values(values.clone(), &names);
+        if !matches(filters, &logical) {
             continue;
         }
-        let key = partition_key(partition_columns, &values);
+        let key = partition_key(partition_columns, &logical);
         if let Some(chosen) = choose(&file, values) {
             partitions.entry(key).or_default().push(chosen);
         }
     }
     Ok(partitions)
+}
+
+/// The `remove` a rewrite commits for `file`: `dataChange: false`, its deletion vector, and the
+/// row ids it held (`baseRowId`, `defaultRowCommitVersion`), which row tracking asks removes to
+/// carry.
+pub(crate) fn remove_of(file: &LogicalFileView) -> Action {
+    #[allow(deprecated)] // the only public way to the file's row-tracking fields
+    let add = file.add_action();
+    let mut remove = file.remove_action(false);
+    remove.base_row_id = add.base_row_id;
+    remove.default_row_commit_version = add.default_row_commit_version;
+    Action::Remove(remove)
 }
 
 /// Whether a file's partition values satisfy a conjunction of filters (see

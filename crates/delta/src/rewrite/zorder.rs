@@ -162,6 +162,17 @@ pub(crate) async fn plan(
         ..
     } = prepared;
     validate_columns(uri, table, protocol, &options.columns)?;
+    if let Some(clustering) = crate::rewrite::liquid::clustering_columns(uri, table).await? {
+        return Err(DeltaError::InvalidOptions {
+            table: uri.to_owned(),
+            operation: OP,
+            reason: format!(
+                "the table uses liquid clustering by {clustering:?} (its `delta.clustering` \
+                 domain): its layout is its clustering columns, so remove `layout.zorder`; \
+                 compaction clusters its new files by them"
+            ),
+        });
+    }
     let scope_of = |f: &crate::snapshot::ActiveFile| PartitionScope {
         key: partition_key(&protocol.partition_columns, &f.partition_values),
         values: ordered_partition_values(&protocol.partition_columns, &f.partition_values),

@@ -131,6 +131,28 @@ fn collect_parquet(root: &FsPath, dir: &FsPath, found: &mut BTreeSet<String>) {
     }
 }
 
+/// Compaction of every partition holding two or more files under 64 MiB, no retry.
+pub fn compact_small_files() -> tablekeeper_delta::CompactOptions {
+    tablekeeper_delta::CompactOptions {
+        target_file_size: 64 * 1024 * 1024,
+        min_small_files: 2,
+        small_file_factor: 1.0,
+        dry_run: false,
+        max_conflict_retries: 0,
+    }
+}
+
+/// A Z-order of every partition on `columns`, 64 MiB files, no retry.
+pub fn zorder_on(columns: &[&str]) -> tablekeeper_delta::ZorderOptions {
+    tablekeeper_delta::ZorderOptions {
+        columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+        target_file_size: 64 * 1024 * 1024,
+        since_version: None,
+        dry_run: false,
+        max_conflict_retries: 0,
+    }
+}
+
 /// A checkpoint now, whatever the commit count, leaving the log as it is.
 pub fn forced_checkpoint() -> tablekeeper_delta::CheckpointOptions {
     tablekeeper_delta::CheckpointOptions {

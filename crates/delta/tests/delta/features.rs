@@ -13,6 +13,7 @@ use tablekeeper_delta::{
 use tokio_util::sync::CancellationToken;
 
 use crate::aged::{log_contents, reference_table};
+use crate::common::{compact_small_files, zorder_on};
 
 const TEN_YEARS: Duration = Duration::from_secs(3650 * 86_400);
 
@@ -84,24 +85,17 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
 
 /// (table, operations expected to be refused, what their refusal names)
 const EXPECTED: &[(&str, &[&str], &str)] = &[
-    (
-        "table_with_column_mapping",
-        &["compact", "purge"],
-        "columnMapping",
-    ),
-    // VACUUM's commits carry no file action: identity columns and in-commit timestamps
-    // constrain only what rewrites would have to keep
-    (
-        "checkpoint-v2-table",
-        &["compact", "purge"],
-        "identityColumns",
-    ),
-    ("cdc_ict_table", &["compact", "purge"], "inCommitTimestamp"),
-    // Databricks Runtime 13.2 names the clustering feature `liquid` (its preview name)
+    // rewritten by tablekeeper under physical names
+    ("table_with_column_mapping", &[], ""),
+    // tablekeeper's commits keep identity high-water marks and in-commit timestamps
+    ("checkpoint-v2-table", &[], ""),
+    ("cdc_ict_table", &[], ""),
+    // Databricks Runtime 13.2 names the clustering feature `liquid` (its preview name); row
+    // tracking is enabled, and rows may move only with their ids materialized
     (
         "table_with_liquid_clustering",
         &["compact", "purge"],
-        "liquid",
+        "delta.enableRowTracking",
     ),
     // its first `metaData` has no `schemaString`: the kernel cannot replay the log from there,
     // so VACUUM (which loads the versions it must check) and checkpoint fail, changing nothing
@@ -166,13 +160,23 @@ async fn reference_tables_are_maintained_or_refused_naming_the_feature() {
     eprintln!("{}", seen.join("\n"));
 }
 
-/// VACUUM on a table with in-commit timestamps (Delta 4.3's `cdc_ict_table`): deltalake's
-/// commit path refuses the table, tablekeeper's own two commits carry `commitInfo` first
-/// with an `inCommitTimestamp` above every earlier one, and both readers see the same rows.
+/// Compaction (which finds no partition of two small files there), Z-order and VACUUM on a
+/// table with in-commit timestamps (Delta 4.3's `cdc_ict_table`): deltalake's commit path
+/// refuses the table, tablekeeper's own commits carry
+/// `commitInfo` first with an `inCommitTimestamp` above every earlier one, the probe's
+/// staleness reads it, and both readers see the same rows.
 #[tokio::test]
-async fn vacuum_commits_carry_increasing_in_commit_timestamps() {
+async fn tablekeeper_commits_carry_increasing_in_commit_timestamps() {
     let dir = reference_table("cdc_ict_table");
     let uri = dir.path().to_str().expect("utf-8").to_owned();
+    let cancel = CancellationToken::new();
+    let compacted = optimize(&uri, Optimize::Compact(&compact_small_files()), &cancel)
+        .await
+        .expect("compaction of an in-commit-timestamp table");
+    let zordered = optimize(&uri, Optimize::ZOrder(&zorder_on(&["name"])), &cancel)
+        .await
+        .expect("z-order of an in-commit-timestamp table");
+    assert!(zordered.files_removed >= 1, "{zordered:?}");
     let python_before =
         tablekeeper_delta::fixtures::peers::python_rows(&uri, None).expect("python");
     let rust_before = tablekeeper_delta::fixtures::read_rows_sorted(&uri, None)
@@ -219,6 +223,7 @@ async fn vacuum_commits_carry_increasing_in_commit_timestamps() {
     );
     assert!(!orphan.exists());
     assert_eq!(report.commits.len(), 2, "VACUUM START and END: {report:?}");
+    let ours = compacted.commits.len() + zordered.commits.len() + 2;
 
     let mut versions: Vec<(u64, std::path::PathBuf)> =
         std::fs::read_dir(dir.path().join("_delta_log"))
@@ -250,11 +255,24 @@ async fn vacuum_commits_carry_increasing_in_commit_timestamps() {
                 })
         })
         .collect();
-    let (earlier, ours) = icts.split_at(icts.len() - 2);
+    let (earlier, ours) = icts.split_at(icts.len() - ours);
     let newest_earlier = earlier.iter().copied().max().expect("earlier commits");
     assert!(
-        ours[0] > newest_earlier && ours[1] > ours[0],
+        ours[0] > newest_earlier && ours.windows(2).all(|w| w[1] > w[0]),
         "in-commit timestamps {ours:?} after {earlier:?}"
+    );
+    // staleness and history read the in-commit timestamp, not the file's time
+    let probe = tablekeeper_delta::Prober::new()
+        .probe(
+            &uri,
+            &tablekeeper_delta::ProbeOptions::for_target(64 * 1024 * 1024),
+        )
+        .await
+        .expect("probe");
+    assert_eq!(
+        probe.last_commit_at.map(|t| t.timestamp_millis()),
+        ours.last().copied(),
+        "{probe:?}"
     );
     let last: Vec<String> = versions[versions.len() - 2..]
         .iter()

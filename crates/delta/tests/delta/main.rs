@@ -7,6 +7,8 @@ mod aged;
 mod common;
 
 mod checkpoint;
+mod clustering;
+mod column_mapping;
 mod compact;
 mod concurrency;
 mod copy_path;
