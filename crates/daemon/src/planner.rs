@@ -511,11 +511,11 @@ pub(crate) mod tests {
             matches!(d, Decision::Skip(_)),
             "transient trouble defers: {d:?}"
         );
-        let mapped = probe(serde_json::json!({
-            "min_reader_version": 2, "min_writer_version": 5,
-            "properties": {"delta.columnMapping.mode": "name"}
+        let unknown = probe(serde_json::json!({
+            "min_reader_version": 3, "min_writer_version": 7,
+            "writer_features": ["aFutureWriterFeature"]
         }));
-        let d = decide(&s, Operation::Compact, Probed::Read(&mapped), None, now());
+        let d = decide(&s, Operation::Compact, Probed::Read(&unknown), None, now());
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
     }
 

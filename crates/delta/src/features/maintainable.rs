@@ -3,8 +3,8 @@
 //! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
 //! refusal rules: a table whose protocol needs a writer feature neither deltalake 1.1.2 nor
 //! tablekeeper's own commits can write is refused with a clear error and never touched, rows
-//! whose ids row tracking keeps are never moved, and a catalog-managed table is refused for
-//! everything. [`TableProtocol::deltalake_rewrites`] says whether deltalake's OPTIMIZE may
+//! whose ids row tracking keeps are moved only with their ids, and a catalog-managed table is
+//! refused for everything. [`TableProtocol::deltalake_rewrites`] says whether deltalake's OPTIMIZE may
 //! rewrite the table, or tablekeeper's own rewrite must.
 //! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
 //! scan and every rewrite commit passes the row check of [`crate::rewrite::guard`]; VACUUM protects the
@@ -63,9 +63,6 @@ const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
     "inCommitTimestamp",
     "vacuumProtocolCheck",
 ];
-
-/// Table property that turns row tracking on (rows keep their ids through rewrites).
-const ROW_TRACKING_PROPERTY: &str = "delta.enableRowTracking";
 
 /// Features saying a catalog owns the table's commits: nothing but the catalog may write.
 const CATALOG_FEATURES: &[&str] = &["catalogManaged", "catalogOwned-preview"];
@@ -201,12 +198,6 @@ impl TableProtocol {
                 .get(crate::log::commit::IN_COMMIT_TIMESTAMPS_PROPERTY)
                 .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
-
-    fn row_tracking_enabled(&self) -> bool {
-        self.properties
-            .get(ROW_TRACKING_PROPERTY)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    }
 }
 
 /// Refuses `op` on a table this crate cannot maintain safely; `Ok(())` means go ahead.
@@ -216,9 +207,8 @@ impl TableProtocol {
 /// - every op: catalog-managed tables (`catalogManaged`), naming the catalog's ownership;
 /// - compaction, Z-order, purge, vacuum: writer features neither deltalake nor tablekeeper's
 ///   own commits ([`OWN_COMMIT_WRITER_FEATURES`]) can write;
-/// - compaction, Z-order, purge: row tracking enabled (`delta.enableRowTracking`): rows moved
-///   by a rewrite must keep their ids, which needs ids materialized in the new files, which
-///   tablekeeper does not write.
+/// - compaction, Z-order, purge: row tracking enabled without the materialized columns named
+///   (rows a rewrite moves keep their ids in them, [`crate::rewrite::row_ids`]).
 pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(), DeltaError> {
     let refuse = |features: Vec<String>, reason: String| DeltaError::UnsupportedProtocol {
         table: protocol.table.clone(),
@@ -282,15 +272,17 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
                 .into(),
         ));
     }
-    if op.rewrites() && protocol.row_tracking_enabled() {
-        return Err(refuse(
-            vec!["rowTracking".into()],
-            format!(
-                "row tracking is enabled (`{ROW_TRACKING_PROPERTY}`): rows a rewrite moves must \
-                 keep their row ids, materialized in the new files, and tablekeeper does not \
-                 write materialized row ids; VACUUM and checkpoints still run"
-            ),
-        ));
+    if op.rewrites() {
+        if let Err(reason) = crate::rewrite::row_ids::RowTracking::of(&protocol.properties) {
+            return Err(refuse(
+                vec!["rowTracking".into()],
+                format!(
+                    "{reason}: rows a rewrite moves must keep their row ids, materialized in \
+                     that column, so the table cannot be rewritten; VACUUM and checkpoints \
+                     still run"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -366,19 +358,24 @@ mod tests {
         // identity columns come with legacy writer version 6: tablekeeper's commits keep them
         assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Compact).is_ok());
         assert!(!protocol(1, 6, &[], &[], &[]).deltalake_rewrites());
-        // row tracking supported: fresh ids; enabled: rewrites refused, VACUUM allowed
+        // row tracking supported: fresh ids; enabled: ids carried in the materialized columns,
+        // refused when the table names none
         let tracked = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
         assert!(check_maintainable(&tracked, Operation::Compact).is_ok());
-        let enabled = protocol(
+        let unnamed = protocol(
             3,
             7,
             &[],
             &["rowTracking", "domainMetadata"],
             &[("delta.enableRowTracking", "true")],
         );
-        let err = check_maintainable(&enabled, Operation::Zorder).expect_err("refused");
-        assert!(err.to_string().contains("delta.enableRowTracking"), "{err}");
-        assert!(check_maintainable(&enabled, Operation::Vacuum).is_ok());
+        let err = check_maintainable(&unnamed, Operation::Zorder).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("delta.rowTracking.materializedRowIdColumnName"),
+            "{err}"
+        );
+        assert!(check_maintainable(&unnamed, Operation::Vacuum).is_ok());
         let clustered = protocol(
             3,
             7,

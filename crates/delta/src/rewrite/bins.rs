@@ -274,6 +274,11 @@ impl BinContext {
         if bin.files.iter().any(|f| f.has_deletion_vector) {
             return Ok(Rewrite::Decode("a file carries a deletion vector".into()));
         }
+        if crate::rewrite::row_ids::row_tracking(&self.uri, &self.snapshot)?.is_some() {
+            return Ok(Rewrite::Decode(
+                "row tracking: the rows' ids are written into the new file".into(),
+            ));
+        }
         let mut parsed = Vec::with_capacity(bin.files.len());
         for file in &bin.files {
             match file.stats.as_deref().map(serde_json::from_str::<Value>) {

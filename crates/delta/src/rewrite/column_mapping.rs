@@ -78,12 +78,21 @@ pub(crate) struct PhysicalNames {
 
 impl PhysicalNames {
     /// The physical form of `logical` (the rewrite scan's schema) under `table` (the table's
-    /// logical schema, with its column mapping metadata). Fails naming the column that carries
-    /// no physical name or id.
-    pub(crate) fn new(logical: &Schema, table: &StructType) -> Result<PhysicalNames, String> {
+    /// logical schema, with its column mapping metadata); the columns named in `unmapped`
+    /// (row tracking's materialized columns, already physical) stay as they are. Fails naming
+    /// the column that carries no physical name or id.
+    pub(crate) fn new(
+        logical: &Schema,
+        table: &StructType,
+        unmapped: &[String],
+    ) -> Result<PhysicalNames, String> {
         let mut physical = HashMap::new();
         let mut fields = Vec::with_capacity(logical.fields().len());
         for field in logical.fields() {
+            if unmapped.contains(field.name()) {
+                fields.push(field.as_ref().clone());
+                continue;
+            }
             let kernel = table
                 .field(field.name())
                 .ok_or_else(|| format!("column `{}` is not in the table's schema", field.name()))?;
@@ -263,7 +272,7 @@ mod tests {
             Field::new("id", DataType::Int64, true),
             Field::new("who", DataType::Struct(vec![first.clone()].into()), true),
         ]);
-        let names = PhysicalNames::new(&logical, &table_schema()).unwrap();
+        let names = PhysicalNames::new(&logical, &table_schema(), &[]).unwrap();
         assert_eq!(names.name("id"), "col-a");
         assert_eq!(names.name("who"), "col-b");
         let schema = names.schema();
@@ -306,7 +315,7 @@ mod tests {
         )
         .unwrap();
         let logical = Schema::new(vec![Field::new("id", DataType::Int64, true)]);
-        let err = PhysicalNames::new(&logical, &schema).unwrap_err();
+        let err = PhysicalNames::new(&logical, &schema, &[]).unwrap_err();
         assert!(
             err.contains("`id`") && err.contains("physicalName"),
             "{err}"

@@ -1,14 +1,13 @@
-//! Rewriting chosen files of one partition by decoding them: deltalake's deletion-vector-aware
-//! scan restricted to the files (`DeltaScan` with a file selection, reading through the table's
-//! schema) and its Parquet writer (`DeltaWriter`, statistics computed as it writes), and the
-//! commit of such a rewrite. Purge rewrites every file carrying a deletion vector this way; compaction rewrites
+//! Rewriting chosen files of one partition by decoding them: the rewrite scan
+//! ([`crate::rewrite::scan`], with row ids where row tracking keeps them,
+//! [`crate::rewrite::row_ids`]), deltalake's Parquet writer (`DeltaWriter`, statistics computed
+//! as it writes), and the commit of such a rewrite ([`crate::log::commit`]). Purge rewrites every file carrying a deletion vector this way; compaction rewrites
 //! the bins its copy path ([`crate::rewrite::splice`]) does not take; Z-order ([`crate::rewrite::cluster`]) sorts
 //! what the scan reads before writing it. Files are written as deltalake's
 //! OPTIMIZE writes them (zstd level 4), in row groups of at most [`ROW_GROUP_BYTES`]. Nothing here
 //! decodes Parquet or deletion vectors itself.
 
 use std::num::NonZeroU64;
-use std::sync::Arc;
 
 use delta_kernel::expressions::Scalar;
 use deltalake::arrow::array::{RecordBatch, Scalar as ArrowScalar};
@@ -16,8 +15,6 @@ use deltalake::arrow::compute::kernels::cmp::not_distinct;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::datafusion::execution::SendableRecordBatchStream;
-use deltalake::datafusion::prelude::SessionContext;
-use deltalake::delta_datafusion::{DeltaScanNext, FileSelection};
 use deltalake::kernel::scalars::ScalarExt as _;
 use deltalake::kernel::{Action, Add, EagerSnapshot};
 use deltalake::logstore::{LogStore, LogStoreRef};
@@ -33,6 +30,7 @@ use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
 use crate::rewrite::plan::RewriteSpec;
+use crate::rewrite::row_ids::row_tracking;
 
 /// The largest row group written (encoded bytes): it bounds what one rewrite holds in memory,
 /// and keeps row groups the size Spark writes by default (`parquet.block.size`, 128 MiB) or
@@ -68,44 +66,27 @@ pub(crate) async fn rewrite_files(
 }
 
 /// The live rows of `paths` (files of `snapshot`, percent-decoded as `LogicalFileView::path`),
-/// read through the table's schema (partition columns included), and their schema.
+/// read through the table's schema (partition columns included), and their schema. On a table
+/// with row tracking enabled, each row also carries its row id and row commit version in the
+/// table's materialized columns ([`RowTracking`]), so the files written from them keep both.
 pub(crate) async fn scan_files(
     uri: &str,
     log_store: &LogStoreRef,
     snapshot: &EagerSnapshot,
     paths: Vec<String>,
 ) -> Result<(SchemaRef, SendableRecordBatchStream), DeltaError> {
-    let scan = DeltaScanNext::builder()
-        .with_log_store(log_store.clone())
-        .with_eager_snapshot(snapshot.clone())
-        // selected as deltalake's own rewrites select them (from `add` paths), so paths that
-        // needed escaping in the log match (`a%b` is `a%25b` there)
-        .with_file_selection(FileSelection::from_adds(paths.into_iter().map(|path| {
-            Add {
-                path,
-                ..Add::default()
-            }
-        })))
-        .build()
-        .await
-        .map_err(|e| DeltaError::delta(uri, "planning the rewrite scan", e.into()))?;
-    let context = SessionContext::new();
-    let frame = context
-        .read_table(Arc::new(scan))
-        .map_err(|e| DeltaError::delta(uri, "planning the rewrite scan", e.into()))?;
-    let schema = Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame
-        .execute_stream()
-        .await
-        .map_err(|e| DeltaError::delta(uri, "scanning the files to rewrite", e.into()))?;
-    Ok((schema, batches))
+    match row_tracking(uri, snapshot)? {
+        Some(tracking) => tracking.scan(uri, log_store, snapshot, paths).await,
+        None => crate::rewrite::scan::scan(uri, log_store, snapshot, paths, false).await,
+    }
 }
 
 /// New files of one partition: deltalake's Parquet writer, as its OPTIMIZE writes them (zstd
 /// level 4), in row groups of at most [`ROW_GROUP_BYTES`], with the table's statistics columns.
 /// On a column-mapped table the rows are written under their physical names and field ids
 /// ([`PhysicalNames`]), statistics and partition values keyed by physical names, in files under
-/// a random prefix instead of Hive-style directories (as Delta writes such tables).
+/// a random prefix instead of Hive-style directories (as Delta writes such tables). Row
+/// tracking's materialized columns are written under their own names.
 ///
 /// The writer is handed the partition's values once, from the first row, instead of splitting
 /// every batch by them as `DeltaWriter::write` does (a hash-map entry per row and a copy of every
@@ -138,14 +119,17 @@ impl PartitionFiles {
             .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
             .build();
         let partition_columns = snapshot.metadata().partition_columns().to_vec();
+        let unmapped = row_tracking(uri, snapshot)?
+            .map(|tracking| tracking.columns().to_vec())
+            .unwrap_or_default();
         let mapping = if is_mapped(snapshot.metadata().configuration()) {
             Some(
-                PhysicalNames::new(&schema, snapshot.schema().as_ref()).map_err(|reason| {
-                    DeltaError::IncompleteLog {
+                PhysicalNames::new(&schema, snapshot.schema().as_ref(), &unmapped).map_err(
+                    |reason| DeltaError::IncompleteLog {
                         table: uri.to_owned(),
                         reason: format!("the table maps its columns, but {reason}"),
-                    }
-                })?,
+                    },
+                )?,
             )
         } else {
             None
@@ -352,6 +336,8 @@ pub(crate) async fn commit_and_reload(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::Arc;
 
     use deltalake::arrow::array::{Int64Array, StringArray};
     use deltalake::arrow::datatypes::{DataType, Field, Schema};

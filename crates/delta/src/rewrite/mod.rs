@@ -11,9 +11,9 @@
 //!   ([`splice`], statistics in [`merged_stats`]) or by decoding ([`decode`]); Z-order's sort
 //!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
 //!   the process's memory [`budget`], writing a column-mapped table's physical names
-//!   ([`column_mapping`]);
-//! - at the bottom, the plain types every layer shares ([`plan`]) and the file selection
-//!   ([`select`]).
+//!   ([`column_mapping`]) and carrying row ids where row tracking keeps them ([`row_ids`]);
+//! - at the bottom, the plain types every layer shares ([`plan`]), the file selection
+//!   ([`select`]) and the rewrite scan ([`scan`]).
 //!
 //! This module only declares; the items live in the files.
 
@@ -31,6 +31,8 @@ pub(crate) mod merged_stats;
 pub(crate) mod optimize;
 pub(crate) mod plan;
 pub(crate) mod purge;
+pub(crate) mod row_ids;
+pub(crate) mod scan;
 pub(crate) mod select;
 pub(crate) mod splice;
 pub(crate) mod zkey;

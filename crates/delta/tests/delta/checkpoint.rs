@@ -143,3 +143,81 @@ async fn the_longer_table_log_retention_wins_and_disabled_cleanup_is_respected()
         assert_eq!(report.log_files_deleted.unwrap_or(0), 0);
     }
 }
+
+/// Log cleanup on Databricks' v2-checkpoint table (identity columns, checkpoints every two
+/// commits, the newest one's actions in a sidecar), after a tablekeeper compaction, with
+/// version 8 pinned: every version from the pin on still loads through both readers with the
+/// same rows, and no sidecar is deleted, so the checkpoint that keeps version 8 loadable keeps
+/// the sidecar it names.
+#[tokio::test]
+async fn log_cleanup_on_a_v2_checkpoint_table_keeps_the_sidecars_its_checkpoints_name() {
+    let dir = crate::aged::reference_table("checkpoint-v2-table");
+    let uri = dir.path().to_str().unwrap().to_owned();
+    let sidecars = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("_delta_log/_sidecars"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        names
+    };
+    let sidecars_before = sidecars(dir.path());
+    assert!(!sidecars_before.is_empty());
+    let compacted = tablekeeper_delta::optimize(
+        &uri,
+        tablekeeper_delta::Optimize::Compact(&crate::common::compact_small_files()),
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("compaction of an identity-column table");
+    let latest = u64::try_from(compacted.version_after.expect("a compaction commit")).unwrap();
+    let mut history = Vec::new();
+    for version in 8..=latest {
+        history.push((
+            version,
+            tablekeeper_delta::fixtures::read_rows_sorted(&uri, Some(version))
+                .await
+                .expect("deltalake reads"),
+            tablekeeper_delta::fixtures::peers::python_rows(&uri, Some(version))
+                .expect("python reads"),
+        ));
+    }
+    let pinned = tablekeeper_delta::Pin {
+        target: tablekeeper_delta::PinTarget::Version(8),
+        until_ms: chrono::Utc::now().timestamp_millis() + 86_400_000,
+        reason: "model run 7".into(),
+        source: "inventory".into(),
+    };
+    let report = checkpoint(
+        &uri,
+        &CheckpointOptions {
+            pins: vec![pinned],
+            ..options(1, MONTH, true)
+        },
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("checkpoint and log cleanup");
+    assert!(
+        report.log_files_deleted.unwrap_or(0) > 0,
+        "the expired commits before the pin go: {report:?}"
+    );
+    let log = dir.path().join("_delta_log");
+    assert!(!log.join(json(0)).exists(), "{report:?}");
+    assert_eq!(sidecars(dir.path()), sidecars_before, "no sidecar deleted");
+    for (version, rust, python) in history {
+        assert_eq!(
+            tablekeeper_delta::fixtures::read_rows_sorted(&uri, Some(version))
+                .await
+                .unwrap_or_else(|e| panic!("version {version} loads: {e}")),
+            rust,
+            "version {version} (deltalake)"
+        );
+        assert_eq!(
+            tablekeeper_delta::fixtures::peers::python_rows(&uri, Some(version))
+                .unwrap_or_else(|e| panic!("version {version} loads in python: {e}")),
+            python,
+            "version {version} (python deltalake)"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use tablekeeper_delta::fixtures::read_rows_sorted;
 use tablekeeper_delta::{optimize, DeltaError, Optimize};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{compact_small_files, zorder_on};
+use crate::common::{active_adds, compact_small_files, log_lines, zorder_on};
 
 /// `count` appends of ten rows each, ids shuffled, starting at append `start`.
 const APPEND: &str = r#"
@@ -58,26 +58,6 @@ os._exit(0)
 
 const CLUSTERING: &str = r#"{"clusteringColumns":[["id"]],"domainName":"delta.clustering"}"#;
 
-fn log_lines(dir: &Path) -> Vec<(u64, Value)> {
-    let mut lines = Vec::new();
-    for entry in std::fs::read_dir(dir.join("_delta_log")).unwrap().flatten() {
-        let path = entry.path();
-        let Some(version) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(|v| v.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            lines.push((version, serde_json::from_str(line).unwrap()));
-        }
-    }
-    lines.sort_by_key(|(v, _)| *v);
-    lines
-}
-
 /// Turns clustering on as Spark does: the protocol that lists the feature and the domain.
 fn cluster_by_id(dir: &Path) {
     let latest = log_lines(dir).last().map(|(v, _)| *v).unwrap();
@@ -97,18 +77,6 @@ fn cluster_by_id(dir: &Path) {
         text,
     )
     .unwrap();
-}
-
-fn active_adds(dir: &Path) -> Vec<Value> {
-    let mut active: std::collections::BTreeMap<String, Value> = Default::default();
-    for (_, action) in log_lines(dir) {
-        if let Some(add) = action.get("add") {
-            active.insert(add["path"].as_str().unwrap().to_owned(), add.clone());
-        } else if let Some(remove) = action.get("remove") {
-            active.remove(remove["path"].as_str().unwrap());
-        }
-    }
-    active.into_values().collect()
 }
 
 fn clustering_domains(dir: &Path) -> Vec<Value> {

@@ -331,3 +331,37 @@ impl Footprint {
         }
     }
 }
+
+/// Every action of the table's JSON log, in version order (for tables without checkpoints).
+pub fn log_lines(dir: &FsPath) -> Vec<(u64, serde_json::Value)> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir.join("_delta_log")).unwrap().flatten() {
+        let path = entry.path();
+        let Some(version) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            lines.push((version, serde_json::from_str(line).unwrap()));
+        }
+    }
+    lines.sort_by_key(|(v, _)| *v);
+    lines
+}
+
+/// The active files' `add` actions, replayed from [`log_lines`].
+pub fn active_adds(dir: &FsPath) -> Vec<serde_json::Value> {
+    let mut active: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    for (_, action) in log_lines(dir) {
+        if let Some(add) = action.get("add") {
+            active.insert(add["path"].as_str().unwrap().to_owned(), add.clone());
+        } else if let Some(remove) = action.get("remove") {
+            active.remove(remove["path"].as_str().unwrap());
+        }
+    }
+    active.into_values().collect()
+}

@@ -91,12 +91,8 @@ const EXPECTED: &[(&str, &[&str], &str)] = &[
     ("checkpoint-v2-table", &[], ""),
     ("cdc_ict_table", &[], ""),
     // Databricks Runtime 13.2 names the clustering feature `liquid` (its preview name); row
-    // tracking is enabled, and rows may move only with their ids materialized
-    (
-        "table_with_liquid_clustering",
-        &["compact", "purge"],
-        "delta.enableRowTracking",
-    ),
+    // tracking is enabled: rows move with their ids materialized
+    ("table_with_liquid_clustering", &[], ""),
     // its first `metaData` has no `schemaString`: the kernel cannot replay the log from there,
     // so VACUUM (which loads the versions it must check) and checkpoint fail, changing nothing
     (
