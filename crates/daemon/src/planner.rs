@@ -157,8 +157,18 @@ fn inventory_gate(spec: &TableSpec) -> Option<String> {
 
 /// What refuses `op` on a table from what its log shows, whoever asks.
 fn probe_gate(spec: &TableSpec, op: Operation, probe: &Probe) -> Option<String> {
-    if let Err(e) = tablekeeper_delta::check_maintainable(&probe.protocol(), op) {
+    let protocol = probe.protocol();
+    if let Err(e) = tablekeeper_delta::check_maintainable(&protocol, op) {
         return Some(e.to_string());
+    }
+    if op == Operation::Zorder && protocol.clustered() {
+        return Some(
+            "the table uses liquid clustering: the clustering columns of its `delta.clustering` \
+             domain are its layout, so `layout.zorder` does not apply to it; remove \
+             `layout.zorder` (compaction clusters the table's new files by its clustering \
+             columns; `tablekeeper maintain zorder` names them)"
+                .into(),
+        );
     }
     if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty() {
         return Some(overwrites_refusal(probe));
@@ -517,6 +527,24 @@ pub(crate) mod tests {
         }));
         let d = decide(&s, Operation::Compact, Probed::Read(&unknown), None, now());
         assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+        // a clustered table's layout is its clustering: Z-order refused, compaction runs
+        let clustered = probe(serde_json::json!({
+            "min_reader_version": 1, "min_writer_version": 7,
+            "writer_features": ["domainMetadata", "clustering"]
+        }));
+        let d = decide(&s, Operation::Zorder, Probed::Read(&clustered), None, now());
+        assert!(
+            matches!(&d, Decision::Refuse(r) if r.contains("liquid clustering") && r.contains("layout.zorder")),
+            "{d:?}"
+        );
+        let d = decide(
+            &s,
+            Operation::Compact,
+            Probed::Read(&clustered),
+            None,
+            now(),
+        );
+        assert!(!matches!(d, Decision::Refuse(_)), "{d:?}");
     }
 
     fn with_deletion_vectors(deleted: u64, rows: u64, pending_since: &str) -> Probe {

@@ -186,6 +186,14 @@ impl TableProtocol {
         set
     }
 
+    /// Whether the table uses liquid clustering (writer feature `clustering`, or Databricks
+    /// Runtime 13's `liquid`): its clustering columns are its layout.
+    pub fn clustered(&self) -> bool {
+        self.writer_features
+            .iter()
+            .any(|f| f == "clustering" || f == "liquid")
+    }
+
     /// Whether deltalake's own OPTIMIZE may rewrite and commit to this table: it knows every
     /// writer feature, and the table neither maps columns nor keeps in-commit timestamps.
     pub(crate) fn deltalake_rewrites(&self) -> bool {

@@ -1,8 +1,9 @@
 //! Column-mapped tables (`delta.columnMapping.mode = name`), written by python deltalake and
 //! then changed the way Spark's `RENAME COLUMN` and `DROP COLUMN` change them (a new
 //! `metaData` whose schema renames a field under the same physical name, then leaves one
-//! out): compaction and Z-order keep every row through both readers, and the files
-//! tablekeeper writes hold physical names with their field ids, as every other writer's do.
+//! out) and deletion vectors turned on and used: purge, compaction and Z-order keep every row
+//! through both readers, and the files tablekeeper writes hold physical names with their field
+//! ids, as every other writer's do.
 
 use std::path::Path;
 
@@ -94,6 +95,28 @@ fn alter(dir: &Path, operation: &str, change: impl FnOnce(&mut Vec<Value>)) {
     .unwrap();
 }
 
+/// Turns deletion vectors on: the protocol lists them (and column mapping, as a table
+/// feature) and the metadata enables them.
+fn enable_deletion_vectors(dir: &Path) {
+    let (latest, mut metadata) = latest_metadata(dir);
+    metadata["configuration"]["delta.enableDeletionVectors"] = Value::String("true".into());
+    let lines = [
+        serde_json::json!({"commitInfo": {"timestamp": chrono::Utc::now().timestamp_millis(),
+            "operation": "SET TBLPROPERTIES", "engineInfo": "Apache-Spark/3.5.1 Delta-Lake/3.2.0"}}),
+        serde_json::json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+            "readerFeatures": ["columnMapping", "deletionVectors"],
+            "writerFeatures": ["appendOnly", "invariants", "columnMapping", "deletionVectors"]}}),
+        serde_json::json!({ "metaData": metadata }),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(
+        dir.join("_delta_log")
+            .join(format!("{:020}.json", latest + 1)),
+        text,
+    )
+    .unwrap();
+}
+
 fn tablekeeper_files(dir: &Path, before: &std::collections::BTreeSet<String>) -> Vec<String> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -120,7 +143,7 @@ fn parquet_files(dir: &Path) -> std::collections::BTreeSet<String> {
 }
 
 #[tokio::test]
-async fn a_renamed_and_dropped_column_mapped_table_is_compacted_and_z_ordered() {
+async fn a_renamed_and_dropped_column_mapped_table_is_purged_compacted_and_z_ordered() {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().to_str().unwrap().to_owned();
     run_python(WRITE, &[&uri, "0", "id,name,day,extra"]).expect("python writes");
@@ -133,21 +156,42 @@ async fn a_renamed_and_dropped_column_mapped_table_is_compacted_and_z_ordered() 
     });
     // python writes through the new schema: files without `extra`, `name` as `full_name`
     run_python(WRITE, &[&uri, "4", "id,full_name,day"]).expect("python appends");
+    // deletion vectors on, as Databricks turns them on, then rows deleted with them
+    enable_deletion_vectors(dir.path());
+    let deleted =
+        tablekeeper_delta::fixtures::delete_with_deletion_vectors(&uri, &[3, 41, 77].into())
+            .await
+            .expect("deletion vectors on a column-mapped table");
+    assert_eq!(deleted, 3);
 
     let python_before = python_rows(&uri, None).expect("python reads");
     let rust_before = read_rows_sorted(&uri, None).await.expect("deltalake reads");
-    assert_eq!(python_before.len(), 80);
+    assert_eq!(python_before.len(), 77);
     assert!(
         python_before[0].contains("full_name") && !python_before[0].contains("extra"),
         "{}",
         python_before[0]
     );
     let cancel = CancellationToken::new();
+    let purged = optimize(
+        &uri,
+        Optimize::Purge(&tablekeeper_delta::PurgeOptions {
+            target_file_size: 64 * 1024 * 1024,
+            dry_run: false,
+            max_conflict_retries: 0,
+        }),
+        &cancel,
+    )
+    .await
+    .expect("purge of a column-mapped table");
+    assert_eq!(purged.files_removed, 3, "{purged:?}");
+    assert_eq!(python_rows(&uri, None).unwrap(), python_before);
+    assert_eq!(read_rows_sorted(&uri, None).await.unwrap(), rust_before);
     let before = parquet_files(dir.path());
     let report = optimize(&uri, Optimize::Compact(&compact_small_files()), &cancel)
         .await
         .expect("compaction of a column-mapped table");
-    assert_eq!(report.files_removed, 8, "{report:?}");
+    assert_eq!(report.files_removed, 7, "{report:?}");
     assert_eq!(report.files_added, 2, "one file per partition: {report:?}");
     assert_eq!(python_rows(&uri, None).unwrap(), python_before);
     assert_eq!(read_rows_sorted(&uri, None).await.unwrap(), rust_before);
