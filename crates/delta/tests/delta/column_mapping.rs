@@ -13,7 +13,7 @@ use tablekeeper_delta::fixtures::read_rows_sorted;
 use tablekeeper_delta::{optimize, Optimize};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{compact_small_files, zorder_on};
+use crate::common::{compact_small_files, purge_vectors, zorder_on};
 
 /// Four appends in two partitions (`day`), each of ten rows, on a name-mapped table.
 const WRITE: &str = r#"
@@ -173,17 +173,9 @@ async fn a_renamed_and_dropped_column_mapped_table_is_purged_compacted_and_z_ord
         python_before[0]
     );
     let cancel = CancellationToken::new();
-    let purged = optimize(
-        &uri,
-        Optimize::Purge(&tablekeeper_delta::PurgeOptions {
-            target_file_size: 64 * 1024 * 1024,
-            dry_run: false,
-            max_conflict_retries: 0,
-        }),
-        &cancel,
-    )
-    .await
-    .expect("purge of a column-mapped table");
+    let purged = optimize(&uri, Optimize::Purge(&purge_vectors()), &cancel)
+        .await
+        .expect("purge of a column-mapped table");
     assert_eq!(purged.files_removed, 3, "{purged:?}");
     assert_eq!(python_rows(&uri, None).unwrap(), python_before);
     assert_eq!(read_rows_sorted(&uri, None).await.unwrap(), rust_before);

@@ -142,6 +142,15 @@ pub fn compact_small_files() -> tablekeeper_delta::CompactOptions {
     }
 }
 
+/// A purge of every file carrying a deletion vector, 64 MiB files, no retry.
+pub fn purge_vectors() -> tablekeeper_delta::PurgeOptions {
+    tablekeeper_delta::PurgeOptions {
+        target_file_size: 64 * 1024 * 1024,
+        dry_run: false,
+        max_conflict_retries: 0,
+    }
+}
+
 /// A Z-order of every partition on `columns`, 64 MiB files, no retry.
 pub fn zorder_on(columns: &[&str]) -> tablekeeper_delta::ZorderOptions {
     tablekeeper_delta::ZorderOptions {

@@ -11,10 +11,12 @@ use serde_json::{json, Value};
 use tablekeeper_delta::fixtures::delete_with_deletion_vectors;
 use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_delta::fixtures::read_rows_sorted;
-use tablekeeper_delta::{optimize, Optimize, PurgeOptions};
+use tablekeeper_delta::{optimize, Optimize};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{active_adds, compact_small_files, create_table, log_lines, rows, zorder_on};
+use crate::common::{
+    active_adds, compact_small_files, create_table, log_lines, purge_vectors, rows, zorder_on,
+};
 
 const ROW_ID: &str = "_row-id-col-7c1a";
 const ROW_VERSION: &str = "_row-commit-version-col-7c1a";
@@ -147,17 +149,9 @@ async fn rows_keep_their_ids_through_purge_compaction_and_z_order() {
         .expect("deltalake reads");
     let cancel = CancellationToken::new();
 
-    let purged = optimize(
-        &t.uri,
-        Optimize::Purge(&PurgeOptions {
-            target_file_size: 64 * 1024 * 1024,
-            dry_run: false,
-            max_conflict_retries: 0,
-        }),
-        &cancel,
-    )
-    .await
-    .expect("purge of a row-tracking table");
+    let purged = optimize(&t.uri, Optimize::Purge(&purge_vectors()), &cancel)
+        .await
+        .expect("purge of a row-tracking table");
     assert_eq!(purged.files_removed, 2, "{purged:?}");
     // the deleted rows are gone from the files now, so nothing is skipped any more
     assert_eq!(
