@@ -17,9 +17,26 @@ use crate::common::{compact_small_files, zorder_on};
 
 const TEN_YEARS: Duration = Duration::from_secs(3650 * 86_400);
 
+/// The first column of the table's schema that is not a partition column: what a Z-order of
+/// any table can sort on.
+async fn zorder_column(uri: &str) -> String {
+    let table = tablekeeper_delta::open_table(uri)
+        .await
+        .expect("table loads");
+    let snapshot = table.snapshot().expect("snapshot");
+    let partitions = snapshot.metadata().partition_columns().to_vec();
+    snapshot
+        .schema()
+        .fields()
+        .map(|f| f.name().clone())
+        .find(|name| !partitions.contains(name))
+        .expect("a data column")
+}
+
 async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, DeltaError>)> {
     let cancel = CancellationToken::new();
     let target = 64 * 1024 * 1024;
+    let column = zorder_column(uri).await;
     vec![
         (
             "compact",
@@ -35,6 +52,10 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
                 &cancel,
             )
             .await,
+        ),
+        (
+            "zorder",
+            optimize(uri, Optimize::ZOrder(&zorder_on(&[&column])), &cancel).await,
         ),
         (
             "purge",
@@ -91,8 +112,13 @@ const EXPECTED: &[(&str, &[&str], &str)] = &[
     ("checkpoint-v2-table", &[], ""),
     ("cdc_ict_table", &[], ""),
     // Databricks Runtime 13.2 names the clustering feature `liquid` (its preview name); row
-    // tracking is enabled: rows move with their ids materialized
-    ("table_with_liquid_clustering", &[], ""),
+    // tracking is enabled: rows move with their ids materialized. Its layout is its
+    // clustering: compaction clusters it, a Z-order is refused
+    (
+        "table_with_liquid_clustering",
+        &["zorder"],
+        "liquid clustering",
+    ),
     // its first `metaData` has no `schemaString`: the kernel cannot replay the log from there,
     // so VACUUM (which loads the versions it must check) and checkpoint fail, changing nothing
     (
