@@ -78,7 +78,16 @@ pub struct Sharing {
 }
 
 impl Sharing {
+    /// Beats (unless the replica is a worker, which probes nothing and so takes no share of
+    /// the tables) and reads the probes the others stored since the last pass.
     pub async fn pass(&mut self, rt: &Runtime) {
+        if rt.config.role == crate::config::Role::All {
+            self.beat(rt).await;
+        }
+        self.read(rt).await;
+    }
+
+    async fn beat(&self, rt: &Runtime) {
         let me = rt.config.replica_id.as_str();
         match rt.store.beat_replica(me, crate::fleet::REPLICA_TTL).await {
             Ok(live) => {
@@ -91,6 +100,10 @@ impl Sharing {
                 warn!(error = %e, "cannot beat in the job store; probing every table here until it answers")
             }
         }
+    }
+
+    async fn read(&mut self, rt: &Runtime) {
+        let me = rt.config.replica_id.as_str();
         let after = match (self.read_to, self.last_pass) {
             (Some(read_to), Some(last_pass)) => Some(read_to.min(last_pass - SHARE_OVERLAP)),
             (read_to, _) => read_to,

@@ -63,6 +63,29 @@ struct RawConfig {
     store_timeout: Option<String>,
     rewrite_memory_budget: Option<String>,
     storage_options: Option<BTreeMap<String, String>>,
+    role: Option<String>,
+}
+
+/// What a replica does (`role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Everything: schedules, probes, workers, the API and the dashboard.
+    #[default]
+    All,
+    /// Runs the jobs other replicas queue, and nothing else: no schedules, no probes, no
+    /// dashboard (its HTTP answers `/metrics`, `/healthz` and `/readyz`), so a Deployment of
+    /// workers scales apart from the replicas that plan.
+    Worker,
+}
+
+impl Role {
+    /// The value as the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Worker => "worker",
+        }
+    }
 }
 
 /// The validated daemon configuration.
@@ -100,6 +123,8 @@ pub struct DaemonConfig {
     /// The admin bearer token read from the variable named by `admin_token_env` at load
     /// time; `None` when unset or empty (mutating routes then answer 403).
     pub admin_token: Option<AdminToken>,
+    /// What this replica does: everything, or only the jobs others queue.
+    pub role: Role,
 }
 
 /// Fragments of option names that carry credentials: refused in `storage_options`, so a
@@ -413,10 +438,29 @@ impl DaemonConfig {
                 }
             };
 
+        let role = match pick("role", raw.role) {
+            Some((v, origin)) => match v.trim() {
+                "all" => Role::All,
+                "worker" => Role::Worker,
+                other => {
+                    return Err(ConfigError::Value {
+                        key: "role",
+                        origin,
+                        message: format!(
+                            "`{other}` is not a role: use `all` (schedules, probes, workers, \
+                             dashboard) or `worker` (runs the jobs other replicas queue)"
+                        ),
+                    })
+                }
+            },
+            None => Role::All,
+        };
+
         let admin_token = env(&admin_token_env)
             .filter(|t| !t.trim().is_empty())
             .map(AdminToken);
         Ok(Self {
+            role,
             storage_options,
             admin_token,
             database_url,
@@ -457,6 +501,20 @@ fn default_replica_id() -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn role_is_all_unless_a_worker_is_asked_for() {
+        assert_eq!(load("", &[]).unwrap().role, Role::All);
+        assert_eq!(load("role: worker\n", &[]).unwrap().role, Role::Worker);
+        assert_eq!(
+            load("role: worker\n", &[("TABLEKEEPER_ROLE", "all")])
+                .unwrap()
+                .role,
+            Role::All
+        );
+        let e = load("role: planner\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("role") && e.contains("`planner`"), "{e}");
+    }
 
     fn load(yaml: &str, env: &[(&str, &str)]) -> Result<DaemonConfig, ConfigError> {
         let dir = tempfile::tempdir().unwrap();

@@ -152,8 +152,10 @@ async fn after_attempt(rt: &Runtime, spec: &TableSpec, outcome: AttemptOutcome) 
     if outcome == AttemptOutcome::Succeeded {
         rt.fleet.expire_cached_reads(spec).await;
     }
-    let probed =
-        outcome == AttemptOutcome::Succeeded && crate::recorder::probe(rt, spec).await.is_ok();
+    // a worker probes nothing: the replicas that plan see the result on their next probe
+    let probed = outcome == AttemptOutcome::Succeeded
+        && rt.config.role == crate::config::Role::All
+        && crate::recorder::probe(rt, spec).await.is_ok();
     if !probed {
         crate::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
     }

@@ -100,6 +100,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
         rewrite_memory_budget: tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,
         storage_options: Default::default(),
+        role: crate::config::Role::All,
     };
     let base = format!("http://{}", config.listen);
     println!("tablekeeper demo");

@@ -1,6 +1,8 @@
 //! `tablekeeper run`: assembles a replica — job store, fleet state, cron schedules,
 //! workers, reaper, refresher, probe sharing, inventory reloads and HTTP — and drains it on
-//! SIGTERM/SIGINT.
+//! SIGTERM/SIGINT. A `role: worker` replica assembles only the workers, the reaper, the
+//! read side of probe sharing (VACUUM's referrers come from the others' probes) and
+//! health/metrics HTTP: no schedules, no probes, no dashboard.
 //!
 //! Shutdown order: mutating routes refuse (and `/readyz` turns 503), workers stop
 //! claiming, the scheduler stops, running jobs get `shutdown_grace` to finish, the rest
@@ -21,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::config::DaemonConfig;
+use crate::config::{DaemonConfig, Role};
 use crate::fleet::{Fleet, FleetOptions, InventoryChange, ProbeIntervals};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
@@ -138,10 +140,20 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
         })
     };
 
-    let mut scheduler = Scheduler::start(Arc::clone(&rt)).await?;
-    let (scheduled, _) = scheduler.sync(&fleet.inventory()).await;
+    // a worker schedules nothing and probes nothing: it runs the jobs the others queue
+    let planning = config.role == Role::All;
+    let mut scheduler = if planning {
+        Some(Scheduler::start(Arc::clone(&rt)).await?)
+    } else {
+        None
+    };
+    let scheduled = match scheduler.as_mut() {
+        Some(scheduler) => scheduler.sync(&fleet.inventory()).await.0,
+        None => 0,
+    };
     info!(
         replica = %config.replica_id,
+        role = config.role.as_str(),
         listen = %config.listen,
         tables = fleet.inventory().tables.len(),
         scheduled,
@@ -155,10 +167,12 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     sharing.pass(&rt).await;
     let background_stop = rt.shutdown.clone();
     let reaper = rt.spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
-    let refresher = rt.spawn(background::refresher(
-        Arc::clone(&rt),
-        background_stop.clone(),
-    ));
+    let refresher = planning.then(|| {
+        rt.spawn(background::refresher(
+            Arc::clone(&rt),
+            background_stop.clone(),
+        ))
+    });
     let sharing = rt.spawn(background::share_probes(
         Arc::clone(&rt),
         background_stop.clone(),
@@ -199,7 +213,9 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     info!(signal = reason, grace = ?config.shutdown_grace, "shutting down: no new jobs, draining running ones");
     rt.stop_accepting_mutations();
     stop_claiming.cancel();
-    scheduler.shutdown().await;
+    if let Some(scheduler) = scheduler.take() {
+        scheduler.shutdown().await;
+    }
     let workers_abort = workers.abort_handle();
     tokio::pin!(workers);
     let drained = tokio::time::timeout(config.shutdown_grace, &mut workers)
@@ -218,7 +234,9 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     // nothing new starts from here: no tick, no probe round, no loop iteration
     rt.shutdown.cancel();
     let _ = reaper.await;
-    let _ = refresher.await;
+    if let Some(refresher) = refresher {
+        let _ = refresher.await;
+    }
     let _ = sharing.await;
     // the others take this replica's tables over now rather than when it ages out
     if let Err(e) = rt.store.leave_replica(&rt.config.replica_id).await {
@@ -245,12 +263,21 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     Ok(())
 }
 
-/// Reloads the inventory; an invalid one keeps the last good inventory running.
-async fn reload(rt: &Runtime, scheduler: &mut Scheduler, path: &Path, source: &str) {
+/// Reloads the inventory (and, on a replica that plans, its schedules and the new tables'
+/// first probes); an invalid one keeps the last good inventory running.
+async fn reload(rt: &Runtime, scheduler: &mut Option<Scheduler>, path: &Path, source: &str) {
     match Inventory::load(path) {
         Ok(inventory) => {
             let change = rt.fleet.replace_inventory(inventory);
             crate::publish::inventory(&rt.metrics, &rt.fleet, &change);
+            let Some(scheduler) = scheduler.as_mut() else {
+                info!(
+                    source,
+                    tables = rt.fleet.inventory().tables.len(),
+                    "inventory reloaded"
+                );
+                return;
+            };
             let (scheduled, schedules_removed) = scheduler.sync(&rt.fleet.inventory()).await;
             info!(
                 source,

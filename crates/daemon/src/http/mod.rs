@@ -32,6 +32,21 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub fn router(rt: Arc<Runtime>) -> Router {
+    if rt.config.role == crate::config::Role::Worker {
+        // a worker holds no probes: only its health and its own metrics
+        return Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .fallback(not_found)
+            .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                REQUEST_TIMEOUT,
+            ))
+            .layer(TraceLayer::new_for_http())
+            .with_state(rt);
+    }
     Router::new()
         .route("/", get(dashboard::page))
         .route("/tables/{name}", get(dashboard::table_page))
