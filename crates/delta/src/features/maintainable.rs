@@ -201,10 +201,7 @@ impl TableProtocol {
             .iter()
             .all(|f| SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
             && !crate::rewrite::column_mapping::is_mapped(&self.properties)
-            && !self
-                .properties
-                .get(crate::log::commit::IN_COMMIT_TIMESTAMPS_PROPERTY)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            && !crate::log::commit::in_commit_timestamps(&self.properties)
     }
 }
 

@@ -43,7 +43,15 @@ use crate::log::read::{
 };
 
 /// Table property that turns in-commit timestamps on.
-pub(crate) const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
+const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
+
+/// Whether a table with these properties records in-commit timestamps (every commit must
+/// then carry one).
+pub(crate) fn in_commit_timestamps(properties: &HashMap<String, String>) -> bool {
+    properties
+        .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
 
 /// Versions tried after the first before giving up: each lost race means another writer
 /// committed in between, which a busy table does a few times at most.
@@ -66,10 +74,7 @@ impl CommitRules {
         log_store: &dyn LogStore,
         snapshot: &EagerSnapshot,
     ) -> Result<CommitRules, DeltaError> {
-        let properties = snapshot.metadata().configuration();
-        let in_commit_timestamps = properties
-            .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let in_commit_timestamps = in_commit_timestamps(snapshot.metadata().configuration());
         let protocol = serde_json::to_value(snapshot.protocol()).unwrap_or_default();
         let row_tracking = protocol
             .get("writerFeatures")

@@ -9,6 +9,15 @@ use deltalake::DeltaTableError;
 
 use crate::error::DeltaError;
 
+/// The table's root URL with the trailing slash the kernel resolves paths against.
+pub(crate) fn table_root(log_store: &dyn LogStore) -> url::Url {
+    let mut root = log_store.config().location().clone();
+    if !root.path().ends_with('/') {
+        root.set_path(&format!("{}/", root.path()));
+    }
+    root
+}
+
 /// The configuration of system domain `domain` at `version`, or `None` when the table has none
 /// (or removed it).
 pub(crate) async fn system_domain(
@@ -18,10 +27,7 @@ pub(crate) async fn system_domain(
     domain: &str,
 ) -> Result<Option<String>, DeltaError> {
     let engine = log_store.engine(None);
-    let mut root = log_store.config().location().clone();
-    if !root.path().ends_with('/') {
-        root.set_path(&format!("{}/", root.path()));
-    }
+    let root = table_root(log_store);
     let domain = domain.to_owned();
     let read = tokio::task::spawn_blocking(move || {
         let snapshot = delta_kernel::Snapshot::builder_for(root.as_str())

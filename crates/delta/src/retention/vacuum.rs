@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::log::commit::{write_commit, CommitRules, LogCommit, IN_COMMIT_TIMESTAMPS_PROPERTY};
+use crate::log::commit::{in_commit_timestamps, write_commit, CommitRules, LogCommit};
 use crate::log::path::decode_path;
 use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::open::{open_table_at, table_url};
@@ -320,13 +320,6 @@ struct Deletion<'a> {
     bytes: u64,
     retention: Duration,
     run_id: &'a str,
-}
-
-/// Whether the table records in-commit timestamps (every commit must then carry one).
-fn in_commit_timestamps(properties: &std::collections::HashMap<String, String>) -> bool {
-    properties
-        .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// Deletes `raw_paths` between a `VACUUM START` and a `VACUUM END` commit, as Delta's VACUUM

@@ -178,15 +178,12 @@ impl BinContext {
         rules: CommitRules,
     ) -> Self {
         let log_store = table.log_store();
-        let naming = match snapshot
-            .metadata()
-            .configuration()
-            .get("delta.columnMapping.mode")
-            .map(String::as_str)
-        {
-            None | Some("none") => Naming::Logical,
-            Some(_) => Naming::Physical,
-        };
+        let naming =
+            if crate::rewrite::column_mapping::is_mapped(snapshot.metadata().configuration()) {
+                Naming::Physical
+            } else {
+                Naming::Logical
+            };
         BinContext {
             uri: uri.to_owned(),
             store: log_store.object_store(None),

@@ -40,16 +40,21 @@ pub(crate) fn partition_names(snapshot: &EagerSnapshot) -> HashMap<String, Strin
     if !is_mapped(metadata.configuration()) {
         return HashMap::new();
     }
-    let schema = snapshot.schema();
-    metadata
-        .partition_columns()
-        .iter()
-        .filter_map(|logical| {
-            let field = schema.field(logical)?;
-            match field.metadata().get(PHYSICAL_NAME_KEY) {
-                Some(MetadataValue::String(physical)) => Some((physical.clone(), logical.clone())),
-                _ => None,
-            }
+    let partitions = metadata.partition_columns();
+    logical_names(snapshot.schema().as_ref())
+        .into_iter()
+        .filter(|(_, logical)| partitions.contains(logical))
+        .collect()
+}
+
+/// The logical names of `schema`'s top-level columns by their physical names (empty when no
+/// column carries one).
+pub(crate) fn logical_names(schema: &StructType) -> HashMap<String, String> {
+    schema
+        .fields()
+        .filter_map(|field| match field.metadata().get(PHYSICAL_NAME_KEY) {
+            Some(MetadataValue::String(physical)) => Some((physical.clone(), field.name().clone())),
+            _ => None,
         })
         .collect()
 }

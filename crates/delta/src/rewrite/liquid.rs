@@ -65,7 +65,7 @@ pub(crate) async fn clustering_columns(
             })
             .unwrap_or_default(),
     };
-    let names = logical_names(snapshot.schema().as_ref());
+    let names = crate::rewrite::column_mapping::logical_names(snapshot.schema().as_ref());
     Ok(Some(
         physical
             .into_iter()
@@ -94,21 +94,6 @@ fn columns_of(configuration: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Logical top-level names by physical name, on a column-mapped table (empty otherwise).
-fn logical_names(schema: &delta_kernel::schema::StructType) -> BTreeMap<String, String> {
-    schema
-        .fields()
-        .filter_map(
-            |field| match field.metadata().get("delta.columnMapping.physicalName") {
-                Some(delta_kernel::schema::MetadataValue::String(physical)) => {
-                    Some((physical.clone(), field.name().clone()))
-                }
-                _ => None,
-            },
-        )
-        .collect()
 }
 
 /// Whether a file with this `clusteringProvider` still needs clustering: no implementation

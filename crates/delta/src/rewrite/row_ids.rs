@@ -372,10 +372,7 @@ impl FileScans {
             cardinality: descriptor.cardinality,
         };
         let engine = self.log_store.engine(None);
-        let mut root = self.log_store.config().location().clone();
-        if !root.path().ends_with('/') {
-            root.set_path(&format!("{}/", root.path()));
-        }
+        let root = crate::log::domain::table_root(self.log_store.as_ref());
         let rows = tokio::task::spawn_blocking(move || {
             kernel.row_indexes(engine.storage_handler(), &root)
         })
