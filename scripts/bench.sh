@@ -10,7 +10,10 @@
 #   probe    probing a 100k-file, 10k-commit table cold and incrementally vs python
 #            deltalake's DeltaTable() load and update_incremental();
 #   fleet    the real `tablekeeper run` with 10, 1,000 and 10,000 tables: validate time,
-#            start-up, RSS, /metrics scrape, enqueue of one job per table.
+#            start-up, RSS, /metrics scrape, enqueue of one job per table;
+#   tasks    one compaction of a 12-partition table as tasks on 3 replicas of the real binary
+#            (2 planning, 1 worker) vs python deltalake's optimize.compact on a copy: per-task
+#            time and job-store overhead, tasks per replica, estimated wall time for N pods.
 # Usage: scripts/bench.sh [--smoke]
 #   --smoke      tiny inputs (CI: well under 2 minutes once the binaries are built)
 # Environment:
@@ -19,7 +22,7 @@
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_TK_BENCH                 another tk-bench binary to drive the runs (e.g. a debug one beside a release tablekeeper)
-#   BENCH_ONLY                     space-separated subset of "jobs compact rewrite growth probe fleet"
+#   BENCH_ONLY                     space-separated subset of "jobs compact rewrite growth probe fleet tasks"
 #   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
 #   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
 #   BENCH_COMPACT_ROWS             rows per file of the decoded compaction table (default 20000: 400 files,
@@ -45,7 +48,7 @@ PG_URL="${TABLEKEEPER_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/post
 PROFILE="${BENCH_PROFILE:-debug}"
 # pinned: the python engine we compare against (latest on PyPI when this was written)
 PY_DELTALAKE_VERSION="1.6.6"
-ONLY="${BENCH_ONLY:-jobs compact rewrite growth probe fleet}"
+ONLY="${BENCH_ONLY:-jobs compact rewrite growth probe fleet tasks}"
 # smoke and release figures go to their own folders so they never overwrite or mix with
 # the full debug run's (the one BENCHMARKS.md quotes)
 RESULTS=bench-results
@@ -65,8 +68,8 @@ fi
 
 for section in $ONLY; do
   case "$section" in
-    jobs|compact|rewrite|growth|probe|fleet) ;;
-    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact rewrite growth probe fleet)" >&2; exit 2 ;;
+    jobs|compact|rewrite|growth|probe|fleet|tasks) ;;
+    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact rewrite growth probe fleet tasks)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
@@ -90,7 +93,7 @@ if [[ "${BENCH_SKIP_BUILD:-0}" == "1" ]]; then
   echo "BENCH_SKIP_BUILD=1: using the binaries already built" >&2
 elif [[ "$PROFILE" == "release" ]]; then
   # no debug artifacts to share: build only what the chosen sections run
-  if wants fleet; then
+  if wants fleet || wants tasks; then
     nice -n 19 cargo build --workspace --bins --release >&2
   else
     nice -n 19 cargo build -p tablekeeper-tests --bin tk-bench --release >&2
@@ -103,7 +106,7 @@ fi
 TK_BENCH="${BENCH_TK_BENCH:-$CARGO_TARGET_DIR/$PROFILE/tk-bench}"
 TABLEKEEPER="$CARGO_TARGET_DIR/$PROFILE/tablekeeper"
 NEEDED=("$TK_BENCH")
-if wants fleet; then NEEDED+=("$TABLEKEEPER"); fi
+if wants fleet || wants tasks; then NEEDED+=("$TABLEKEEPER"); fi
 for bin in "${NEEDED[@]}"; do
   if [[ ! -x "$bin" ]]; then
     echo "$bin is missing: build it with scripts/bench.sh without BENCH_SKIP_BUILD, or cargo build --workspace --bins (add --release for BENCH_PROFILE=release)" >&2
@@ -332,6 +335,28 @@ if wants fleet; then
   fi
 fi
 
+# tasks: one compaction spread over replicas, vs python deltalake on a copy ---------------------
+if wants tasks; then
+  echo "== tk-bench tasks (3 replicas of tablekeeper run, $PROFILE build)" >&2
+  TABLEKEEPER_TEST_DATABASE_URL="$PG_URL" "$TK_BENCH" tasks $SMOKE --dir bench-data/tasks \
+    --tablekeeper "$TABLEKEEPER" --replicas "${BENCH_TASKS_REPLICAS:-3}" --out "$RESULTS/tasks.json" >/dev/null
+  TASKS_COPY=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['python_copy'])" "$RESULTS/tasks.json")
+  echo "== python deltalake optimize.compact (tasks table)" >&2
+  "$PY" - "$TASKS_COPY" >"$RESULTS/tasks-python.json" <<'PY_TASKS'
+import json, sys, time
+import deltalake
+from deltalake import DeltaTable
+
+started = time.perf_counter()
+table = DeltaTable(sys.argv[1])
+metrics = table.optimize.compact(target_size=256 * 1024 * 1024)
+print(json.dumps({"engine": "python-deltalake", "version": deltalake.__version__,
+                  "seconds": time.perf_counter() - started,
+                  "files_removed": metrics.get("numFilesRemoved"),
+                  "files_added": metrics.get("numFilesAdded")}))
+PY_TASKS
+fi
+
 BENCH_SECONDS=$(echo "$(now) - $BENCH_STARTED" | bc -l)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
@@ -499,6 +524,25 @@ if fleet:
         row("tablekeeper validate peak RSS", lambda s: f"{vrss.get(str(s['tables']), 0) / 1024:.0f} MB")
     pm = fleet["prober_in_process"]
     print(f"\nIn tk-bench's own process, one Prober holding all {pm['tables']:,} tables: RSS {pm['rss_before_mb']:.0f} -> {pm['rss_with_prober_mb']:.0f} MB ({pm['kb_per_table']:.0f} KB per table, a lower bound); {pm['rss_after_drop_mb']:.0f} MB after dropping it.")
+    print()
+
+tasks = load("tasks.json")
+if tasks:
+    job, over, py = tasks["job"], tasks["overhead"], load("tasks-python.json") or {}
+    summary["tasks"] = {"wall_seconds": job["wall_seconds"], "tasks": job["tasks"],
+                        "per_task_overhead_ms": over["per_task_ms"], "overhead_share": tasks["overhead_share"]}
+    print(f"| one compaction as tasks: {tasks['partitions']} partitions, {tasks['files_before']} files, {tasks['mb_before']:.1f} MB, {tasks['replicas']} replicas x 1 worker | figure | reference | ratio |")
+    print("|---|---|---|---|")
+    if py:
+        print(f"| job wall time (trigger to succeeded) | {job['wall_seconds']:.2f} s | python deltalake {py['version']} optimize.compact: {py['seconds']:.2f} s | {job['wall_seconds'] / py['seconds']:.2f}x time |")
+    print(f"| planning (job start to first task) | {job['planning_seconds']:.2f} s | - | - |")
+    print(f"| task time, median of {job['tasks']} | {tasks['task_median_seconds']:.2f} s | - | - |")
+    print(f"| job-store cost per task (claim {over['claim_ms']:.1f} + heartbeat {over['heartbeat_ms']:.1f} + end {over['end_ms']:.1f} ms) | {over['per_task_ms']:.1f} ms | the tasks' rewrite time | {100 * tasks['overhead_share']:.2f}% |")
+    print(f"| tasks per replica | " + ", ".join(f"{r}: {n}" for r, n in job["tasks_per_replica"].items()) + " | - | - |")
+    print()
+    print("| pods (one worker each) | " + " | ".join(str(e["pods"]) for e in tasks["estimates"]) + " |")
+    print("|---|" + "---|" * len(tasks["estimates"]))
+    print("| estimated wall time (measured task times, longest first, + planning + overhead) | " + " | ".join(f"{e['estimated_seconds']:.1f} s" for e in tasks["estimates"]) + " |")
     print()
 
 json.dump(summary, open(os.path.join(results, "summary.json"), "w"), indent=2)

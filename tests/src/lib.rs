@@ -167,6 +167,8 @@ impl Daemon {
 
     /// Sends a signal by name (`HUP`, `TERM`, `KILL`, ...).
     pub fn signal(&self, sig: &str) -> anyhow::Result<()> {
+        // pid 0 would signal this test's own process group
+        anyhow::ensure!(self.child.is_some(), "{} has already exited", self.name);
         let status = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
@@ -258,12 +260,12 @@ pub fn logs(daemons: &[Daemon]) -> String {
         .join("\n")
 }
 
-/// SIGTERM to every daemon, then each must exit 0 within `timeout`.
+/// SIGTERM to every daemon still running, then each must exit 0 within `timeout`.
 pub fn stop_all(daemons: &mut [Daemon], timeout: Duration) -> anyhow::Result<()> {
-    for d in daemons.iter() {
+    for d in daemons.iter().filter(|d| d.child.is_some()) {
         d.signal("TERM")?;
     }
-    for d in daemons.iter_mut() {
+    for d in daemons.iter_mut().filter(|d| d.child.is_some()) {
         let code = d.wait_exit(timeout)?;
         anyhow::ensure!(
             code == Some(0),

@@ -48,6 +48,11 @@ pub async fn reaper(rt: Arc<Runtime>, stop: CancellationToken) {
             }
             Err(e) => warn!(error = %e, "reaper: cannot reach the job store"),
         }
+        // tasks are reaped by the same rule: a worker that stopped renewing a task's lease
+        // has abandoned it by now, so any replica may run it again
+        if let Err(e) = rt.store.reap_tasks(grace).await {
+            warn!(error = %e, "reaper: cannot reap tasks");
+        }
     }
 }
 
@@ -246,6 +251,10 @@ async fn refresh_store_gauges(rt: &Runtime) {
     match rt.store.counts_by_state().await {
         Ok(counts) => rt.metrics.set_job_counts(&counts),
         Err(e) => warn!(error = %e, "cannot read job counts"),
+    }
+    match rt.store.task_counts().await {
+        Ok(counts) => rt.metrics.set_task_counts(&counts),
+        Err(e) => warn!(error = %e, "cannot read task counts"),
     }
     refresh_failure_streaks(rt).await;
     match rt.store.last_success().await {

@@ -3,14 +3,18 @@
 //! workers and `tablekeeper maintain`, so a foreground run does exactly what the daemon
 //! would do.
 //!
+//! A rewrite may also be planned as tasks ([`plan_tasks`]) and run one task at a time
+//! ([`run_task`]); which replica runs which task is `tasks.rs`'s.
+//!
 //! It never decides *whether* to run (that is the planner) and never touches the job
-//! store (that is the worker); it does check the safety gates again, because a manual
-//! trigger or a stale plan must not bypass them.
+//! store (that is the worker and `tasks.rs`); it does check the safety gates again, because
+//! a manual trigger or a stale plan must not bypass them.
 
 use chrono::{DateTime, Utc};
 use tablekeeper_delta::{
     stale_watch_for, CheckpointOptions, CompactOptions, DeltaError, Keep, LogCleanup, OpReport,
-    PurgeOptions, RepairOptions, VacuumMode, VacuumOptions, ZorderOptions,
+    Optimize, PurgeOptions, RepairOptions, TaskInput, TaskPlan, TaskRun, VacuumMode, VacuumOptions,
+    ZorderOptions,
 };
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +35,14 @@ const CONFLICT_RETRIES: u32 = 3;
 pub(crate) enum ExecError {
     #[error("refused: {0}")]
     Refused(String),
+    /// A task of the job ran out of attempts (what the other tasks committed stays; the
+    /// message lists it). Not retried: the job's tasks stay as they ended, the next job plans
+    /// afresh.
+    #[error("{0}")]
+    TaskFailed(String),
+    /// The job store could not be read or written while running the job's tasks (retried).
+    #[error("job store: {0}")]
+    Store(String),
     /// May not run before `until` (an overwrite window is open); not a failure.
     #[error("deferred until {until}: {reason}")]
     Deferred {
@@ -52,8 +64,8 @@ impl ExecError {
     /// the job at once instead of burning attempts.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ExecError::Refused(_) => false,
-            ExecError::Deferred { .. } => true,
+            ExecError::Refused(_) | ExecError::TaskFailed(_) => false,
+            ExecError::Deferred { .. } | ExecError::Store(_) => true,
             ExecError::Crashed(crashed) => {
                 matches!(crashed, crate::delta_runtime::Crashed::NoRuntime(_))
             }
@@ -102,21 +114,72 @@ pub async fn run(
     ctx: RunContext,
     cancel: CancellationToken,
 ) -> Result<OpReport, ExecError> {
-    // the last word before anything changes: a stale plan or a queued request must not
-    // slip past a gate (the operation then reads the table and checks its protocol itself)
+    gates(spec, op)?;
+    let run = run_operation(spec, op, ctx, cancel.clone());
+    outside_overwrites(spec, op, cancel, run).await
+}
+
+/// Plans a rewrite (compaction, Z-order, purge) of the table as tasks of at most
+/// `maintenance.max_task_bytes` each, at the table's current version; whether to run it as
+/// tasks is the caller's ([`TaskPlan::splits`]).
+pub(crate) async fn plan_tasks(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: &RunContext,
+    cancel: CancellationToken,
+) -> Result<TaskPlan, ExecError> {
+    gates(spec, op)?;
+    let options = RewriteOptions::of(spec, op, ctx)
+        .ok_or_else(|| ExecError::Refused(format!("{op} is not a rewrite: it has no tasks")))?;
+    Ok(
+        tablekeeper_delta::plan_tasks(&spec.path, options.kind(), spec.max_task_bytes, &cancel)
+            .await?,
+    )
+}
+
+/// Runs one task of a rewrite job: the task's files only, under the same gates as a job.
+pub(crate) async fn run_task(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: &RunContext,
+    input: &TaskInput,
+    cancel: CancellationToken,
+) -> Result<TaskRun, ExecError> {
+    gates(spec, op)?;
+    let options = RewriteOptions::of(spec, op, ctx)
+        .ok_or_else(|| ExecError::Refused(format!("{op} is not a rewrite: it has no tasks")))?;
+    let run = async {
+        Ok(tablekeeper_delta::run_task(&spec.path, options.kind(), input, &cancel).await?)
+    };
+    outside_overwrites(spec, op, cancel.clone(), run).await
+}
+
+/// The last word before anything changes: a stale plan or a queued request must not slip past
+/// a gate (the operation then reads the table and checks its protocol itself).
+fn gates(spec: &TableSpec, op: Operation) -> Result<(), ExecError> {
     if let Decision::Refuse(reason) =
         planner::admit(spec, op, Probed::NotYet, Need::Queued, Utc::now())
     {
         return Err(ExecError::Refused(reason));
     }
-    let now = Utc::now();
-    if let Some(until) = planner::not_before(spec, op, now) {
+    if let Some(until) = planner::not_before(spec, op, Utc::now()) {
         return Err(ExecError::Deferred {
             until,
             reason: "the table's overwrite window is open (`writers.overwrites`)".into(),
         });
     }
-    // A rewrite must not commit inside the next overwrite window: stop it when it opens.
+    Ok(())
+}
+
+/// Runs `work`, stopping a rewrite before it commits inside the table's next overwrite window
+/// (the stop is deferred to the window's end, not a failure).
+async fn outside_overwrites<T>(
+    spec: &TableSpec,
+    op: Operation,
+    cancel: CancellationToken,
+    work: impl std::future::Future<Output = Result<T, ExecError>>,
+) -> Result<T, ExecError> {
+    let now = Utc::now();
     let window = op
         .rewrites()
         .then(|| overwrite_window::next_opening(spec, now))
@@ -129,7 +192,7 @@ pub async fn run(
             cancel.cancel();
         })
     });
-    let result = run_operation(spec, op, ctx, cancel).await;
+    let result = work.await;
     if let Some(stopper) = &stopper {
         stopper.abort();
     }
@@ -150,16 +213,19 @@ pub async fn run(
     }
 }
 
-async fn run_operation(
-    spec: &TableSpec,
-    op: Operation,
-    ctx: RunContext,
-    cancel: CancellationToken,
-) -> Result<OpReport, ExecError> {
-    let uri = spec.path.as_str();
-    let report = match op {
-        Operation::Compact => {
-            let options = CompactOptions {
+/// The delta crate's options for a rewrite of a table, from its inventory entry: one mapping
+/// for a whole job, its tasks and `maintain`.
+enum RewriteOptions {
+    Compact(CompactOptions),
+    Zorder(ZorderOptions),
+    Purge(PurgeOptions),
+}
+
+impl RewriteOptions {
+    /// `None` when `op` is no rewrite.
+    fn of(spec: &TableSpec, op: Operation, ctx: &RunContext) -> Option<Self> {
+        Some(match op {
+            Operation::Compact => RewriteOptions::Compact(CompactOptions {
                 target_file_size: spec.compaction.target_file_size,
                 // asked for by a person: every partition with something to merge
                 min_small_files: if ctx.forced {
@@ -170,27 +236,46 @@ async fn run_operation(
                 dry_run: ctx.dry_run,
                 small_file_factor: tablekeeper_delta::DEFAULT_SMALL_FILE_FACTOR,
                 max_conflict_retries: CONFLICT_RETRIES,
-            };
-            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::Compact(&options), &cancel).await?
-        }
-        Operation::Zorder => {
-            let options = ZorderOptions {
+            }),
+            Operation::Zorder => RewriteOptions::Zorder(ZorderOptions {
                 columns: spec.layout.zorder.clone(),
                 target_file_size: spec.compaction.target_file_size,
                 // asked for by a person: every partition, not only those with new data
                 since_version: ctx.zorder_since_version.filter(|_| !ctx.forced),
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
-            };
-            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::ZOrder(&options), &cancel).await?
-        }
-        Operation::Purge => {
-            let options = PurgeOptions {
+            }),
+            Operation::Purge => RewriteOptions::Purge(PurgeOptions {
                 target_file_size: spec.compaction.target_file_size,
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
+            }),
+            Operation::Vacuum | Operation::Checkpoint | Operation::Repair => return None,
+        })
+    }
+
+    fn kind(&self) -> Optimize<'_> {
+        match self {
+            RewriteOptions::Compact(o) => Optimize::Compact(o),
+            RewriteOptions::Zorder(o) => Optimize::ZOrder(o),
+            RewriteOptions::Purge(o) => Optimize::Purge(o),
+        }
+    }
+}
+
+async fn run_operation(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: RunContext,
+    cancel: CancellationToken,
+) -> Result<OpReport, ExecError> {
+    let uri = spec.path.as_str();
+    let report = match op {
+        Operation::Compact | Operation::Zorder | Operation::Purge => {
+            let Some(options) = RewriteOptions::of(spec, op, &ctx) else {
+                return Err(ExecError::Refused(format!("{op} is not a rewrite")));
             };
-            tablekeeper_delta::optimize(uri, tablekeeper_delta::Optimize::Purge(&options), &cancel).await?
+            tablekeeper_delta::optimize(uri, options.kind(), &cancel).await?
         }
         Operation::Vacuum => {
             let options = VacuumOptions {

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tablekeeper_store::{JobStore, Lease, LeaseClock, StoreError};
+use tablekeeper_store::{JobStore, Lease, LeaseClock, StoreError, TaskLease};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
@@ -45,6 +45,29 @@ pub(crate) enum Watched<T> {
 type Renewal<'a> =
     Pin<Box<dyn Future<Output = (Instant, Result<Option<DateTime<Utc>>, StoreError>)> + Send + 'a>>;
 
+/// What a renewal answers: the new expiry, or `None` when the lease is lost.
+pub(crate) type RenewFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<DateTime<Utc>>, StoreError>> + Send + 'a>>;
+
+/// A lease the watch can renew: a job's, or one task's (whose renewal also fails once the
+/// task's job stops running, so a task never outlives its job's hold on the table's key).
+pub(crate) trait Renew: Sync {
+    /// Extends the lease by `length`; `None` when it is lost.
+    fn renew<'a>(&'a self, store: &'a JobStore, length: Duration) -> RenewFuture<'a>;
+}
+
+impl Renew for Lease {
+    fn renew<'a>(&'a self, store: &'a JobStore, length: Duration) -> RenewFuture<'a> {
+        Box::pin(store.heartbeat(self, length))
+    }
+}
+
+impl Renew for TaskLease {
+    fn renew<'a>(&'a self, store: &'a JobStore, length: Duration) -> RenewFuture<'a> {
+        Box::pin(store.heartbeat_task(self, length))
+    }
+}
+
 /// Now on tokio's clock, which tests pause and advance.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -61,7 +84,7 @@ fn until(instant: Instant) -> tokio::time::Sleep {
 /// the deadline.
 pub(crate) async fn watch<F: Future>(
     store: &JobStore,
-    lease: &Lease,
+    lease: &impl Renew,
     mut clock: LeaseClock,
     operation: F,
     hard_stop: &CancellationToken,
@@ -107,7 +130,7 @@ pub(crate) async fn watch<F: Future>(
             () = until(clock.next_heartbeat()), if renewal.is_none() => {
                 let sent = now();
                 let length = clock.lease();
-                renewal = Some(Box::pin(async move { (sent, store.heartbeat(lease, length).await) }));
+                renewal = Some(Box::pin(async move { (sent, lease.renew(store, length).await) }));
             }
         }
     }

@@ -22,10 +22,12 @@ mod overwrite_window;
 mod planner;
 #[cfg(test)]
 mod probe_cost;
+mod progress;
 mod publish;
 mod recorder;
 mod runtime;
 mod scheduler;
+mod tasks;
 mod worker;
 
 use std::process::ExitCode;

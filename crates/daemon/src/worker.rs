@@ -1,7 +1,8 @@
-//! The worker pool: each worker claims a job, runs it through the executor on the
-//! Delta runtime (`delta_runtime.rs`) under the lease watch (`lease_watch.rs`), and
-//! records how the attempt ended (`attempt.rs`). A worker never holds a database
-//! transaction while an operation runs.
+//! The worker pool: each worker runs a queued task of a running job when there is one
+//! (`tasks.rs`), else claims a job, runs it through the executor on the Delta runtime
+//! (`delta_runtime.rs`) under the lease watch (`lease_watch.rs`), or, for a rewrite planned
+//! as tasks, sees its tasks through (`tasks.rs`), and records how the attempt ended
+//! (`attempt.rs`). A worker never holds a database transaction while an operation runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use crate::delta_runtime;
 use crate::executor::{self, ExecError};
 use crate::lease_watch;
 use crate::runtime::Runtime;
+use crate::tasks;
 
 /// Runs `count` workers until `stop_claiming` fires; each finishes or releases its job
 /// according to `hard_stop`. Returns when every worker has exited.
@@ -51,6 +53,12 @@ async fn worker_loop(
 ) {
     let mut store_errors: u32 = 0;
     while !stop.is_cancelled() {
+        // A running job's tasks first: they finish work that already holds a table's key.
+        match tasks::run_any(&rt, &worker_id, &hard_stop).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => warn!(worker = %worker_id, error = %e, "cannot claim tasks"),
+        }
         // The claim is the lease's first renewal: the abandon deadline counts from when it
         // was sent, however long the claim call (or anything after it) takes to return.
         let claim_sent = tokio::time::Instant::now().into_std();
@@ -116,16 +124,26 @@ async fn run_claimed(
             }
         };
         let cancel = CancellationToken::new();
-        // on the Delta runtime, so its computing never delays the lease renewals
-        let operation = delta_runtime::spawn({
-            let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
-            async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
-        });
+        let work = async {
+            if op.rewrites() {
+                if let Some(split) = as_tasks(rt, &claimed, &spec, &ctx, &cancel).await? {
+                    split?;
+                    return tasks::coordinate(rt, worker_id, &claimed, &spec, &ctx, hard_stop)
+                        .await;
+                }
+            }
+            // on the Delta runtime, so its computing never delays the lease renewals
+            let operation = delta_runtime::spawn({
+                let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
+                async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
+            });
+            operation.await.map_err(ExecError::from).and_then(|report| report)
+        };
         let end = lease_watch::watch(
             &rt.store,
             &claimed.lease,
             LeaseClock::new(claim_sent, rt.config.lease),
-            async { operation.await.map_err(ExecError::from).and_then(|report| report) },
+            work,
             hard_stop,
             spec.timeout,
         )
@@ -141,6 +159,45 @@ async fn run_claimed(
     }
     .instrument(span)
     .await;
+}
+
+/// Whether a rewrite job runs as tasks: `Some` when it does (its tasks stored now, or by an
+/// earlier attempt whose replica stopped: then they are resumed, not planned again), `None`
+/// when it runs whole here (a plan of one task). The inner error is a plan that refused every
+/// partition.
+async fn as_tasks(
+    rt: &Runtime,
+    claimed: &ClaimedJob,
+    spec: &TableSpec,
+    ctx: &executor::RunContext,
+    cancel: &CancellationToken,
+) -> Result<Option<Result<(), ExecError>>, ExecError> {
+    let op = claimed.job.operation;
+    let stored = rt
+        .store
+        .tasks(claimed.job.id)
+        .await
+        .map_err(|e| tasks::store_error("reading the job's tasks", &e))?;
+    if !stored.is_empty() {
+        info!(
+            tasks = stored.len(),
+            "resuming the tasks an earlier attempt planned"
+        );
+        return Ok(Some(Ok(())));
+    }
+    let planning = delta_runtime::spawn({
+        let (spec, ctx, cancel) = (spec.clone(), ctx.clone(), cancel.clone());
+        async move { executor::plan_tasks(&spec, op, &ctx, cancel).await }.in_current_span()
+    });
+    let plan = planning.await.map_err(ExecError::from).and_then(|p| p)?;
+    if !plan.splits() {
+        return Ok(None);
+    }
+    if plan.tasks.is_empty() {
+        return Ok(Some(Err(ExecError::Refused(plan.refused.join("; ")))));
+    }
+    tasks::add(rt, claimed, spec, &plan, &[]).await?;
+    Ok(Some(Ok(())))
 }
 
 /// Refreshes what the attempt changed: the failure streak is the job table's, not this

@@ -65,7 +65,8 @@ pub use probe::prober::{
     DEFAULT_PRESENCE_EVERY,
 };
 pub use report::{
-    KeptFiles, OpReport, PlannedFile, RepairPlan, RetentionDrift, MAX_REPORTED_PATHS,
+    KeptFiles, OpReport, PlannedFile, RepairPlan, RetentionDrift, TaskCommits, TaskSummary,
+    MAX_REPORTED_PATHS,
 };
 pub use retention::keep::{Keep, Pin, PinTarget, Referrer};
 pub use retention::vacuum::{vacuum, VacuumMode, VacuumOptions};
@@ -77,6 +78,7 @@ pub use rewrite::compact::{CompactOptions, DEFAULT_SMALL_FILE_FACTOR};
 pub use rewrite::guard::verify_rewrite_commit;
 pub use rewrite::optimize::{optimize, Optimize};
 pub use rewrite::purge::PurgeOptions;
+pub use rewrite::tasks::{plan_tasks, run_task, TaskInput, TaskPlan, TaskRun};
 pub use rewrite::zorder::{files_added_since, FilesAddedSince, ZorderOptions};
 pub use tablekeeper_vocab::{Operation, StaleKind};
 pub use watch::repair::{repair, RepairOptions};

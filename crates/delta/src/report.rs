@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tablekeeper_vocab::Operation;
 
 /// How far the configured and the table's own retention disagree (reported, never resolved).
@@ -82,6 +82,9 @@ pub struct OpReport {
     /// (for example a duplicate-rewrite check that could not read the version before a commit
     /// because another process cleaned up the log).
     pub warnings: Vec<String>,
+    /// When the job ran as tasks: each task, who ran it and what it committed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskSummary>,
 }
 
 impl OpReport {
@@ -119,7 +122,38 @@ impl OpReport {
             kept: Vec::new(),
             kept_listed_files: 0,
             warnings: Vec::new(),
+            tasks: Vec::new(),
         }
+    }
+
+    /// The report of a job that ran as tasks: what they committed together, read back from
+    /// their results (`parts`), with `tasks` saying which worker ran which.
+    pub fn of_tasks(
+        operation: Operation,
+        table: &str,
+        version_before: i64,
+        parts: &[TaskCommits],
+        tasks: Vec<TaskSummary>,
+        duration: Duration,
+    ) -> Self {
+        let mut report = OpReport::new(operation, table, version_before, false);
+        let mut touched = std::collections::BTreeSet::new();
+        for part in parts {
+            report.commits.extend(&part.commits);
+            report.files_removed += part.files_removed;
+            report.files_added += part.files_added;
+            report.bytes_removed += part.bytes_removed;
+            report.bytes_added += part.bytes_added;
+            report.conflicts += part.conflicts;
+            report.warnings.extend(part.warnings.iter().cloned());
+            touched.extend(part.partitions_touched.iter().cloned());
+        }
+        report.commits.sort_unstable();
+        report.version_after = report.commits.last().copied();
+        report.partitions_touched = touched.into_iter().collect();
+        report.tasks = tasks;
+        report.duration_secs = round_millis(duration);
+        report
     }
 
     /// Stamps the duration measured from `started`.
@@ -135,6 +169,37 @@ impl OpReport {
         self.would_delete_paths = paths.iter().take(MAX_REPORTED_PATHS).cloned().collect();
         self.would_delete_paths_truncated = paths.len() > MAX_REPORTED_PATHS;
     }
+}
+
+/// What one task of a job committed, as its result in the job store records it (the fields of
+/// the task's own [`OpReport`] a job's report adds up).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskCommits {
+    pub commits: Vec<i64>,
+    pub files_removed: u64,
+    pub files_added: u64,
+    pub bytes_removed: u64,
+    pub bytes_added: u64,
+    pub partitions_touched: Vec<String>,
+    pub conflicts: u32,
+    pub warnings: Vec<String>,
+}
+
+/// One task of a job, in the job's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskSummary {
+    pub task: i32,
+    pub state: String,
+    /// The worker of its last attempt (`replica/n`).
+    pub worker_id: Option<String>,
+    pub attempt: i32,
+    pub partition: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// The versions it committed.
+    pub commits: Vec<i64>,
+    pub error: Option<String>,
 }
 
 fn round_millis(d: Duration) -> f64 {

@@ -110,6 +110,10 @@ pub(crate) fn build_table(
             .or(fleet.max_attempts)
             .unwrap_or(defaults::MAX_ATTEMPTS),
         timeout: own.timeout.or(fleet.timeout).unwrap_or(defaults::TIMEOUT),
+        max_task_bytes: own
+            .max_task_bytes
+            .or(fleet.max_task_bytes)
+            .unwrap_or(defaults::MAX_TASK_BYTES),
         compaction: CompactionSpec {
             enabled: enabled(&own.compaction, &fleet.compaction),
             schedule: schedule(&own.compaction, &fleet.compaction)

@@ -67,6 +67,7 @@ pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "timezone",
     "max_attempts",
     "timeout",
+    "max_task_bytes",
     "compaction",
     "zorder",
     "vacuum",
@@ -79,6 +80,7 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "timezone",
     "max_attempts",
     "timeout",
+    "max_task_bytes",
     "compaction",
     "zorder",
     "vacuum",
@@ -196,6 +198,7 @@ pub(crate) struct Settings {
     pub timezone: Option<Tz>,
     pub max_attempts: Option<u32>,
     pub timeout: Option<Duration>,
+    pub max_task_bytes: Option<u64>,
     pub compaction: OperationDraft,
     pub zorder: OperationDraft,
     pub vacuum: OperationDraft,
@@ -762,6 +765,21 @@ fn check_settings(
                     return None;
                 }
                 Some(timeout)
+            })
+            .get()
+            .copied(),
+        max_task_bytes: block
+            .read(ctx, "max_task_bytes", |ctx, node, field| {
+                let size = read_size(ctx, node, field)?;
+                if size == 0 {
+                    ctx.error(
+                        node.loc,
+                        field,
+                        "a task of 0 bytes holds no file: write e.g. `8GiB` (the default)",
+                    );
+                    return None;
+                }
+                Some(size)
             })
             .get()
             .copied(),

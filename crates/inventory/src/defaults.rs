@@ -53,6 +53,10 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// minutes; longer than that means something is stuck.
 pub const TIMEOUT: Duration = Duration::from_secs(2 * HOUR);
 
+/// `maintenance.max_task_bytes`: a rewrite job's tasks read at most this much each (8 GiB,
+/// minutes of one core's work, so a lost task costs little and many replicas share a job).
+pub const MAX_TASK_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
 /// Delta's default `delta.deletedFileRetentionDuration` (`interval 1 week`).
 pub const DELETED_FILE_RETENTION: Duration = Duration::from_secs(7 * DAY);
 /// Delta's default `delta.logRetentionDuration` (`interval 30 days`).

@@ -64,6 +64,9 @@ pub struct TableSpec {
     /// Longest one attempt may run.
     #[serde(serialize_with = "serialize_duration")]
     pub timeout: Duration,
+    /// A compaction, Z-order or purge job is split into tasks of at most this many bytes of
+    /// input, which any replica may run (`maintenance.max_task_bytes`).
+    pub max_task_bytes: u64,
     /// OPTIMIZE (bin-packing).
     pub compaction: CompactionSpec,
     /// OPTIMIZE ZORDER BY.

@@ -59,6 +59,9 @@ pub(crate) struct DefaultsEntry {
     pub max_attempts: Option<u32>,
     /// Longest one attempt may run. Default `2h`.
     pub timeout: Option<DurationText>,
+    /// A compaction, Z-order or purge job is split into tasks (any replica runs them) of at
+    /// most this much input. Default `8GiB`.
+    pub max_task_bytes: Option<SizeText>,
     /// Compaction (OPTIMIZE) defaults.
     pub compaction: Option<CompactionEntry>,
     /// Z-order defaults; `enabled: true` here applies only to tables with `layout.zorder`
@@ -240,6 +243,9 @@ pub(crate) struct MaintenanceEntry {
     pub max_attempts: Option<u32>,
     /// Longest one attempt may run.
     pub timeout: Option<DurationText>,
+    /// A compaction, Z-order or purge job is split into tasks (any replica runs them) of at
+    /// most this much input.
+    pub max_task_bytes: Option<SizeText>,
     /// Compaction (OPTIMIZE).
     pub compaction: Option<CompactionEntry>,
     /// Z-order (OPTIMIZE ZORDER BY `layout.zorder`); `enabled: true` needs `layout.zorder`

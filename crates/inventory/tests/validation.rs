@@ -1522,3 +1522,56 @@ fn pins_clones_and_the_average_file_size_threshold() {
         "this table's own path",
     );
 }
+
+#[test]
+fn max_task_bytes_defaults_to_8gib_and_is_a_positive_size() {
+    let inv = valid(&table_with(&[]));
+    assert_eq!(inv.tables[0].max_task_bytes, 8 * 1024 * 1024 * 1024);
+    let inv = valid(&table_with(&["    maintenance: { max_task_bytes: 2GiB }"]));
+    assert_eq!(inv.tables[0].max_task_bytes, 2 * 1024 * 1024 * 1024);
+    let fleet = valid(&yaml(&[
+        "defaults:",
+        "  max_task_bytes: 512MiB",
+        "tables:",
+        "  - { name: a, path: /data/a, owner: o }",
+        "  - { name: b, path: /data/b, owner: o, maintenance: { max_task_bytes: 1GiB } }",
+    ]));
+    assert_eq!(fleet.tables[0].max_task_bytes, 512 * 1024 * 1024);
+    assert_eq!(fleet.tables[1].max_task_bytes, 1024 * 1024 * 1024);
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      max_task_bytes: 0",
+    ]));
+    expect(
+        &problems,
+        6,
+        23,
+        T,
+        Some("maintenance.max_task_bytes"),
+        "0 bytes",
+    );
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      max_task_bytes: lots",
+    ]));
+    expect(
+        &problems,
+        6,
+        23,
+        T,
+        Some("maintenance.max_task_bytes"),
+        "size",
+    );
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      max_task_byte: 1GiB",
+    ]));
+    expect(
+        &problems,
+        6,
+        7,
+        T,
+        Some("maintenance.max_task_byte"),
+        "max_task_bytes",
+    );
+}

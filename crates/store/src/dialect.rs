@@ -144,7 +144,45 @@ pub(crate) struct Statements {
     /// 1 updated after, or NULL for all; 2 a replica whose rows are left out. Probe
     /// columns, oldest update first.
     pub probes_since: &'static str,
+    /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
+    pub insert_task: &'static str,
+    /// 1 job id. Column `next`: the number after the job's last task (0 when none).
+    pub next_task: &'static str,
+    /// 1 job id. Task columns, in task order.
+    pub job_tasks: &'static str,
+    /// A queued task of a running job (of 1 job id, or any when NULL), oldest job's first
+    /// task first; locked, skipping rows other claimers hold where the database has row locks.
+    /// Columns `job_id`, `task`.
+    pub claim_task_candidate: &'static str,
+    /// 1 job id, 2 task, 3 worker, 4 token, 5 lease. Task columns; no row when no longer queued.
+    pub claim_task_update: &'static str,
+    /// 1 job id, 2 task, 3 token, 4 lease. Column `lease_expires_at`; no row when the task's
+    /// lease is lost or its job is not running.
+    pub heartbeat_task: &'static str,
+    /// Locks the task if 3 (token) holds its lease. 1 job id, 2 task. Task columns.
+    pub lock_task: &'static str,
+    /// Ends a running task: clears the lease, 1 job id, 2 task, 3 state, 4 result or NULL,
+    /// 5 error or NULL, 6 attempts to give back (0 or 1). Finished now unless queued again.
+    pub end_task: &'static str,
+    /// 1 grace, 2 limit. Columns `job_id`, `task` of running tasks expired that long ago.
+    pub reap_task_candidates: &'static str,
+    /// Locks the task if its lease is still expired. 1 job id, 2 task, 3 grace. Task columns
+    /// and `job_state`.
+    pub lock_expired_task: &'static str,
+    /// 1 error. Cancels the queued tasks of jobs in a terminal state.
+    pub cancel_orphan_tasks: &'static str,
+    /// Tasks of running jobs: columns `state`, `n`.
+    pub task_counts: &'static str,
 }
+
+/// The columns of `job_tasks` in the order `Task` has them, as a literal for `concat!`.
+macro_rules! task_columns {
+    () => {
+        "job_id, task, state, worker_id, attempt, max_attempts, input, result, error, \
+         lease_expires_at, created_at, started_at, finished_at"
+    };
+}
+pub(crate) use task_columns;
 
 /// A bound statement argument, in a form both databases can take. Each dialect maps it to its
 /// column types (SQLite stores times, uuids and JSON as text).

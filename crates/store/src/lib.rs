@@ -92,6 +92,7 @@ mod probes;
 mod retry;
 mod sqlite;
 mod store;
+mod tasks;
 pub mod testing;
 
 pub use connect::{connect, scheme_of};
@@ -110,4 +111,7 @@ pub use probes::{ProbeRow, FORGET_REPLICAS_AFTER};
 pub use retry::RetryPolicy;
 pub use sqlite::MIGRATOR as SQLITE_MIGRATOR;
 pub use store::{JobStore, StoreObserver, StoreOp};
-pub use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Operation, Trigger};
+pub use tablekeeper_vocab::{
+    AttemptOutcome, JobId, JobState, Lease, Operation, TaskLease, TaskState, Trigger,
+};
+pub use tasks::{ClaimedTask, Progress, ReapedTask, Task, TaskEnd, TaskEnded, JOB_ENDED};

@@ -91,6 +91,14 @@ tablekeeper_vocab::closed_set! {
         LeaveReplica => "leave_replica",
         RecordProbe => "record_probe",
         ProbesSince => "probes_since",
+        AddTasks => "add_tasks",
+        Tasks => "tasks",
+        ClaimTask => "claim_task",
+        HeartbeatTask => "heartbeat_task",
+        EndTask => "end_task",
+        ReleaseTask => "release_task",
+        ReapTasks => "reap_tasks",
+        TaskCounts => "task_counts",
     }
 }
 
@@ -125,14 +133,18 @@ impl JobStore {
         self.dialect.backend()
     }
 
-    fn sql(&self) -> &'static Statements {
+    pub(crate) fn sql(&self) -> &'static Statements {
         self.dialect.statements()
+    }
+
+    pub(crate) fn dialect(&self) -> &dyn Dialect {
+        self.dialect.as_ref()
     }
 
     /// Runs one store call: bounded by the call timeout (a call with no answer is dropped,
     /// so its transaction never commits half-way), timed, logged when it fails, reported to
     /// the observer.
-    async fn measured<T>(
+    pub(crate) async fn measured<T>(
         &self,
         op: StoreOp,
         call: impl Future<Output = Result<T, StoreError>>,
@@ -1220,23 +1232,23 @@ type TxBody<'a, T> = std::pin::Pin<
     Box<dyn Future<Output = (Box<dyn Tx>, Result<Option<T>, StoreError>)> + Send + 'a>,
 >;
 
-fn first(rows: Vec<Record>) -> Option<Record> {
+pub(crate) fn first(rows: Vec<Record>) -> Option<Record> {
     rows.into_iter().next()
 }
 
 /// The one row a statement must return.
-fn one(rows: Vec<Record>, what: &str) -> Result<Record, StoreError> {
+pub(crate) fn one(rows: Vec<Record>, what: &str) -> Result<Record, StoreError> {
     first(rows).ok_or_else(|| StoreError::Corrupt(format!("{what} returned no row")))
 }
 
 /// A duration as whole microseconds (Postgres timestamp precision).
-fn micros(duration: Duration, what: &str) -> Result<i64, StoreError> {
+pub(crate) fn micros(duration: Duration, what: &str) -> Result<i64, StoreError> {
     i64::try_from(duration.as_micros())
         .map_err(|_| StoreError::InvalidInput(format!("`{what}` of {duration:?} is too long")))
 }
 
 /// A row of `jobs`.
-fn job_row(r: &Record) -> Result<Job, StoreError> {
+pub(crate) fn job_row(r: &Record) -> Result<Job, StoreError> {
     Ok(Job {
         id: JobId(r.int("id")?),
         table_name: r.text("table_name")?,

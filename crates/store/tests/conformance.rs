@@ -63,6 +63,11 @@ conformance!(
     pins_are_kept_per_version_replaced_and_removed,
     replicas_beat_leave_and_age_out,
     probes_are_shared_newest_first_and_keep_the_last_good_facts,
+    tasks_are_added_under_the_jobs_lease_and_claimed_once_each,
+    task_ends_are_fenced_and_failures_retry_then_fail,
+    tasks_run_only_while_their_job_runs,
+    reaper_requeues_expired_tasks_and_cancels_those_of_ended_jobs,
+    task_counts_and_progress_cover_running_jobs,
 );
 
 mod suite {
@@ -72,8 +77,8 @@ mod suite {
     use serde_json::json;
     use tablekeeper_store::{
         AttemptOutcome, ClaimedJob, CommitRow, FailOutcome, FailureKind, JobFilter, JobId,
-        JobState, JobStore, Lease, NewJob, Operation, RetryPolicy, StaleWriteRow, StoreError,
-        Trigger,
+        JobState, JobStore, Lease, NewJob, Operation, Progress, RetryPolicy, StaleWriteRow,
+        StoreError, TaskEnd, TaskEnded, TaskLease, TaskState, Trigger,
     };
     use tablekeeper_vocab::StaleKind;
     use uuid::Uuid;
@@ -1360,5 +1365,363 @@ mod suite {
         let a = a.iter().find(|r| r.table_name == "a").unwrap();
         assert_eq!(a.probe, Some(json!({"version": 2})));
         assert_eq!((a.error.as_deref(), a.error_kind), (None, None));
+    }
+
+    // ------------------------------------------------------------------ tasks
+
+    fn input(partition: &str, bytes: u64) -> serde_json::Value {
+        json!({"partition": partition, "values": [], "files": [format!("{partition}.parquet")], "bytes": bytes, "version": 3})
+    }
+
+    async fn running_job(store: &JobStore, table: &str) -> ClaimedJob {
+        store
+            .enqueue(NewJob::new(table, Operation::Compact, Trigger::Manual))
+            .await
+            .unwrap();
+        claim(store, "coordinator").await.expect("a job to claim")
+    }
+
+    pub async fn tasks_are_added_under_the_jobs_lease_and_claimed_once_each(store: &JobStore) {
+        let job = running_job(store, "a").await;
+        let tasks = store
+            .add_tasks(&job.lease, 2, &[input("d=1", 10), input("d=2", 20)])
+            .await
+            .unwrap()
+            .expect("the lease holds");
+        assert_eq!(tasks.iter().map(|t| t.task).collect::<Vec<_>>(), vec![0, 1]);
+        assert!(tasks
+            .iter()
+            .all(|t| t.state == TaskState::Queued && t.attempt == 0));
+        assert_eq!(tasks[1].bytes(), 20);
+        // more tasks (a re-plan) are numbered after the existing ones
+        let more = store
+            .add_tasks(&job.lease, 2, &[input("d=3", 5)])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(more.len(), 3);
+        assert_eq!(more[2].task, 2);
+        // a stale lease adds nothing
+        let stale = Lease::new(job.job.id, Uuid::new_v4());
+        assert!(store
+            .add_tasks(&stale, 2, &[input("x", 1)])
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(store.tasks(job.job.id).await.unwrap().len(), 3);
+
+        // every task is claimed once, in order, and then there is none
+        let mut claimed = Vec::new();
+        while let Some(task) = store.claim_task("w", LEASE, None).await.unwrap() {
+            assert_eq!(task.job.id, job.job.id);
+            assert_eq!(task.task.state, TaskState::Running);
+            assert_eq!(task.task.attempt, 1);
+            assert_eq!(task.task.worker_id.as_deref(), Some("w"));
+            assert_eq!(task.task.lease_expires_at, Some(task.lease_expires_at));
+            claimed.push(task.lease.task);
+        }
+        assert_eq!(claimed, vec![0, 1, 2]);
+        // claiming one job's tasks only
+        let other = running_job(store, "b").await;
+        store
+            .add_tasks(&other.lease, 1, &[input("e", 1)])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(store
+            .claim_task("w", LEASE, Some(job.job.id))
+            .await
+            .unwrap()
+            .is_none());
+        let theirs = store
+            .claim_task("w", LEASE, Some(other.job.id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(theirs.job.id, other.job.id);
+    }
+
+    pub async fn task_ends_are_fenced_and_failures_retry_then_fail(store: &JobStore) {
+        let job = running_job(store, "a").await;
+        store
+            .add_tasks(&job.lease, 2, &[input("d=1", 10), input("d=2", 10)])
+            .await
+            .unwrap()
+            .unwrap();
+        let first = store.claim_task("w1", LEASE, None).await.unwrap().unwrap();
+        // a heartbeat extends the task's lease
+        let renewed = store
+            .heartbeat_task(&first.lease, LEASE * 2)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(renewed > first.lease_expires_at);
+        // a stale token neither renews nor ends the task
+        let stale = TaskLease {
+            token: Uuid::new_v4(),
+            ..first.lease
+        };
+        assert_eq!(store.heartbeat_task(&stale, LEASE).await.unwrap(), None);
+        assert_eq!(
+            store
+                .end_task(&stale, TaskEnd::Succeeded(json!({})))
+                .await
+                .unwrap(),
+            TaskEnded::LeaseLost
+        );
+        let result = json!({"worker_id": "w1", "report": {"commits": [4]}});
+        assert_eq!(
+            store
+                .end_task(&first.lease, TaskEnd::Succeeded(result.clone()))
+                .await
+                .unwrap(),
+            TaskEnded::Done(TaskState::Succeeded)
+        );
+        // ending it again changes nothing
+        assert_eq!(
+            store
+                .end_task(&first.lease, TaskEnd::Failed("late".into()))
+                .await
+                .unwrap(),
+            TaskEnded::LeaseLost
+        );
+        let done = &store.tasks(job.job.id).await.unwrap()[0];
+        assert_eq!(done.state, TaskState::Succeeded);
+        assert_eq!(done.result.as_ref(), Some(&result));
+        assert!(done.finished_at.is_some() && done.lease_expires_at.is_none());
+
+        // a failure with attempts left is queued again; on the last attempt it fails
+        let second = store.claim_task("w1", LEASE, None).await.unwrap().unwrap();
+        assert_eq!(second.lease.task, 1);
+        assert_eq!(
+            store
+                .end_task(&second.lease, TaskEnd::Failed("disk full".into()))
+                .await
+                .unwrap(),
+            TaskEnded::Retrying
+        );
+        let again = store.claim_task("w2", LEASE, None).await.unwrap().unwrap();
+        assert_eq!((again.lease.task, again.task.attempt), (1, 2));
+        assert_eq!(again.task.error.as_deref(), Some("disk full"));
+        assert_eq!(
+            store
+                .end_task(&again.lease, TaskEnd::Failed("disk still full".into()))
+                .await
+                .unwrap(),
+            TaskEnded::Done(TaskState::Failed)
+        );
+        let failed = &store.tasks(job.job.id).await.unwrap()[1];
+        assert_eq!(failed.state, TaskState::Failed);
+        assert_eq!(failed.worker_id.as_deref(), Some("w2"));
+        assert_eq!(failed.error.as_deref(), Some("disk still full"));
+
+        // a release gives the attempt back; a re-plan is terminal
+        let job2 = running_job(store, "b").await;
+        store
+            .add_tasks(&job2.lease, 1, &[input("e", 1)])
+            .await
+            .unwrap()
+            .unwrap();
+        let task = store
+            .claim_task("w", LEASE, Some(job2.job.id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(store
+            .release_task(&task.lease, "shutting down")
+            .await
+            .unwrap());
+        assert!(!store.release_task(&task.lease, "again").await.unwrap());
+        let back = store
+            .claim_task("w", LEASE, Some(job2.job.id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            back.task.attempt, 1,
+            "a release does not consume the attempt"
+        );
+        assert_eq!(
+            store
+                .end_task(&back.lease, TaskEnd::Replanned("inputs gone".into()))
+                .await
+                .unwrap(),
+            TaskEnded::Done(TaskState::Replanned)
+        );
+        assert!(store
+            .claim_task("w", LEASE, Some(job2.job.id))
+            .await
+            .unwrap()
+            .is_none());
+    }
+
+    pub async fn tasks_run_only_while_their_job_runs(store: &JobStore) {
+        let job = running_job(store, "a").await;
+        store
+            .add_tasks(&job.lease, 3, &[input("d=1", 1), input("d=2", 1)])
+            .await
+            .unwrap()
+            .unwrap();
+        let task = store.claim_task("w", LEASE, None).await.unwrap().unwrap();
+        // the job goes back to the queue (its worker shut down): its tasks pause
+        assert!(store.release(&job.lease, "shutdown").await.unwrap());
+        assert!(store.claim_task("w", LEASE, None).await.unwrap().is_none());
+        assert_eq!(
+            store.heartbeat_task(&task.lease, LEASE).await.unwrap(),
+            None,
+            "a task's lease is not renewed while its job is not running"
+        );
+        // the job's next claim finds its tasks and they go on
+        let resumed = claim(store, "coordinator-2").await.unwrap();
+        assert_eq!(resumed.job.id, job.job.id);
+        assert_eq!(store.tasks(job.job.id).await.unwrap().len(), 2);
+        let next = store.claim_task("w", LEASE, None).await.unwrap().unwrap();
+        assert_eq!(next.lease.task, 1);
+        assert!(store
+            .heartbeat_task(&task.lease, LEASE)
+            .await
+            .unwrap()
+            .is_some());
+    }
+
+    pub async fn reaper_requeues_expired_tasks_and_cancels_those_of_ended_jobs(store: &JobStore) {
+        let job = running_job(store, "a").await;
+        store
+            .add_tasks(
+                &job.lease,
+                2,
+                &[input("d=1", 1), input("d=2", 1), input("d=3", 1)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let lost = store
+            .claim_task("crashed", Duration::ZERO, None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(store
+            .reap_tasks(Duration::from_secs(3600))
+            .await
+            .unwrap()
+            .is_empty());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let reaped = loop {
+            let reaped = store.reap_tasks(Duration::ZERO).await.unwrap();
+            if !reaped.is_empty() {
+                break reaped;
+            }
+            assert!(Instant::now() < deadline, "nothing reaped within 10s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(reaped.len(), 1);
+        assert_eq!(
+            (reaped[0].task, reaped[0].worker_id.as_str()),
+            (0, "crashed")
+        );
+        assert_eq!(reaped[0].state, TaskState::Queued);
+        assert!(store.reap_tasks(Duration::ZERO).await.unwrap().is_empty());
+        // the crashed worker's token is dead
+        assert_eq!(
+            store
+                .end_task(&lost.lease, TaskEnd::Succeeded(json!({})))
+                .await
+                .unwrap(),
+            TaskEnded::LeaseLost
+        );
+        let taken = store.claim_task("w2", LEASE, None).await.unwrap().unwrap();
+        assert_eq!((taken.lease.task, taken.task.attempt), (0, 2));
+        let error = taken.task.error.clone().unwrap();
+        assert!(error.contains("crashed"), "{error}");
+
+        // out of attempts, an expired task fails
+        let last = store
+            .claim_task("crashed", Duration::ZERO, None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            store
+                .end_task(&last.lease, TaskEnd::Failed("x".into()))
+                .await
+                .unwrap()
+                == TaskEnded::Retrying
+        );
+        let last = store
+            .claim_task("crashed", Duration::ZERO, None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(last.task.attempt, 2);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let reaped = store.reap_tasks(Duration::ZERO).await.unwrap();
+            if let Some(r) = reaped.iter().find(|r| r.task == last.lease.task) {
+                assert_eq!(r.state, TaskState::Failed);
+                break;
+            }
+            assert!(Instant::now() < deadline, "nothing reaped within 10s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // the job ends: its queued task is cancelled, its running one too once it expires
+        let running = taken;
+        assert!(store.complete(&job.lease, json!({})).await.unwrap());
+        assert_eq!(
+            store.heartbeat_task(&running.lease, LEASE).await.unwrap(),
+            None
+        );
+        store.reap_tasks(Duration::ZERO).await.unwrap();
+        let tasks = store.tasks(job.job.id).await.unwrap();
+        assert_eq!(tasks[2].state, TaskState::Cancelled);
+        assert_eq!(
+            tasks[2].error.as_deref(),
+            Some(tablekeeper_store::JOB_ENDED)
+        );
+        assert_eq!(
+            tasks[0].state,
+            TaskState::Running,
+            "its lease has not expired yet"
+        );
+    }
+
+    pub async fn task_counts_and_progress_cover_running_jobs(store: &JobStore) {
+        let counts = store.task_counts().await.unwrap();
+        assert_eq!(counts.len(), TaskState::ALL.len());
+        assert!(counts.values().all(|n| *n == 0));
+        let job = running_job(store, "a").await;
+        store
+            .add_tasks(
+                &job.lease,
+                2,
+                &[input("d=1", 100), input("d=2", 300), input("d=3", 600)],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let one = store.claim_task("w", LEASE, None).await.unwrap().unwrap();
+        store
+            .end_task(&one.lease, TaskEnd::Succeeded(json!({})))
+            .await
+            .unwrap();
+        let _two = store.claim_task("w", LEASE, None).await.unwrap().unwrap();
+        let counts = store.task_counts().await.unwrap();
+        assert_eq!(counts[&TaskState::Succeeded], 1);
+        assert_eq!(counts[&TaskState::Running], 1);
+        assert_eq!(counts[&TaskState::Queued], 1);
+        let progress = Progress::of(&store.tasks(job.job.id).await.unwrap());
+        assert_eq!(
+            progress,
+            Progress {
+                tasks_total: 3,
+                tasks_done: 1,
+                tasks_running: 1,
+                tasks_failed: 0,
+                bytes_total: 1000,
+                bytes_done: 100,
+            }
+        );
+        // a job that ended leaves the counts
+        assert!(store.complete(&job.lease, json!({})).await.unwrap());
+        assert!(store.task_counts().await.unwrap().values().all(|n| *n == 0));
     }
 }

@@ -47,6 +47,24 @@ impl fmt::Debug for Lease {
     }
 }
 
+/// The fence of a running task (`job_tasks.lease_token`), as [`Lease`] is a job's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskLease {
+    pub job: JobId,
+    pub task: i32,
+    pub token: Uuid,
+}
+
+/// Shows the job and task only: the token stays out of logs.
+impl fmt::Debug for TaskLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskLease")
+            .field("job", &self.job)
+            .field("task", &self.task)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,8 @@
 mod ids;
 mod names;
 
-pub use ids::{JobId, Lease};
+pub use ids::{JobId, Lease, TaskLease};
 pub use names::{
-    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, Trigger,
-    UnknownName,
+    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, TaskState,
+    Trigger, UnknownName,
 };

@@ -147,6 +147,33 @@ impl JobState {
 }
 
 closed_set! {
+    /// `job_tasks.state`: a rewrite job's task. Terminal states: succeeded, failed,
+    /// replanned, cancelled.
+    pub enum TaskState as "task state" {
+        /// Waiting for any replica to claim it while its job runs.
+        Queued => "queued",
+        /// Claimed by a worker holding the task's lease.
+        Running => "running",
+        /// Its files were rewritten and committed.
+        Succeeded => "succeeded",
+        /// Out of attempts; its job fails, naming what the other tasks committed.
+        Failed => "failed",
+        /// Its inputs were no longer all active when it ran: it committed nothing and its
+        /// job planned the rest again.
+        Replanned => "replanned",
+        /// Its job ended before the task ran.
+        Cancelled => "cancelled",
+    }
+}
+
+impl TaskState {
+    /// True for every state but queued and running.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Queued | Self::Running)
+    }
+}
+
+closed_set! {
     /// `jobs.trigger`: who asked for the job.
     pub enum Trigger as "trigger" {
         Schedule => "schedule",
@@ -226,6 +253,7 @@ mod tests {
         check(&AttemptOutcome::ALL);
         check(&DriftKind::ALL);
         check(&ProbeFailureKind::ALL);
+        check(&TaskState::ALL);
     }
 
     #[test]

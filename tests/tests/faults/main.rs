@@ -15,4 +15,5 @@ mod half_open;
 mod lease_takeover;
 mod postgres_restart;
 mod replica_killed;
+mod tasks;
 mod writer_race;

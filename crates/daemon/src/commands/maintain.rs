@@ -1,5 +1,7 @@
 //! `tablekeeper maintain`: one operation on one table, now, in the foreground, through
-//! the same executor the daemon's workers use; no job store involved.
+//! the same executor the daemon's workers use; no job store involved. A rewrite the daemon
+//! would split into tasks runs as the same tasks here, one after another, its progress on
+//! stderr (`progress.rs`).
 //!
 //! Like a manual trigger through the API it ignores the need thresholds (an operator who asks
 //! for a checkpoint gets one) unless `--if-needed`, and never the safety checks. Without a job
@@ -10,13 +12,17 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use chrono::Utc;
-use tablekeeper_delta::{LogCleanup, VacuumMode};
-use tablekeeper_inventory::Operation;
+use tablekeeper_delta::{LogCleanup, OpReport, TaskCommits, TaskRun, TaskSummary, VacuumMode};
+use tablekeeper_inventory::{Operation, TableSpec};
+use tablekeeper_store::TaskState;
+use tokio_util::sync::CancellationToken;
 
-use crate::executor::{self, RunContext};
+use crate::executor::{self, ExecError, RunContext};
 use crate::planner::{self, Decision, Need, Probed};
+use crate::progress::TaskProgress;
 
 /// What `maintain` was asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -118,7 +124,94 @@ pub async fn run(request: Request<'_>) -> ExitCode {
             LogCleanup::Off
         },
     };
-    super::print_outcome(table, op, executor::run(spec, op, ctx, cancel).await)
+    let outcome = if op.rewrites() && !request.dry_run {
+        run_as_tasks(spec, op, ctx, cancel).await
+    } else {
+        executor::run(spec, op, ctx, cancel).await
+    };
+    super::print_outcome(table, op, outcome)
+}
+
+/// A rewrite the daemon would split into tasks runs here as those tasks, one after another
+/// (each already uses every core), with its progress on stderr. Tasks whose inputs another
+/// writer changed meanwhile commit nothing and are named in the report's warnings: run
+/// `maintain` again to rewrite what they left.
+async fn run_as_tasks(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: RunContext,
+    cancel: CancellationToken,
+) -> Result<OpReport, ExecError> {
+    let started = Instant::now();
+    let plan = executor::plan_tasks(spec, op, &ctx, cancel.clone()).await?;
+    if !plan.splits() {
+        return executor::run(spec, op, ctx, cancel).await;
+    }
+    if plan.tasks.is_empty() {
+        return Err(ExecError::Refused(plan.refused.join("; ")));
+    }
+    let mut progress =
+        TaskProgress::start(plan.tasks.len(), plan.tasks.iter().map(|t| t.bytes).sum());
+    let mut parts = Vec::new();
+    let mut summaries = Vec::new();
+    let mut warnings = plan.refused.clone();
+    for (n, input) in plan.tasks.iter().enumerate() {
+        let task = i32::try_from(n).unwrap_or(i32::MAX);
+        let (state, commits, error) =
+            match executor::run_task(spec, op, &ctx, input, cancel.clone()).await {
+                Ok(TaskRun::Committed(report)) => {
+                    let part: TaskCommits = serde_json::to_value(&report)
+                        .and_then(serde_json::from_value)
+                        .unwrap_or_default();
+                    let commits = part.commits.clone();
+                    parts.push(part);
+                    (TaskState::Succeeded, commits, None)
+                }
+                Ok(TaskRun::Replan(reason)) => {
+                    warnings.push(format!(
+                        "task {task} (partition `{}`): {reason}; run maintain again",
+                        input.partition
+                    ));
+                    (TaskState::Replanned, Vec::new(), Some(reason))
+                }
+                Err(e) => {
+                    progress.finish();
+                    let done: Vec<i64> = parts.iter().flat_map(|p| p.commits.clone()).collect();
+                    return Err(ExecError::TaskFailed(format!(
+                        "task {task} of {} (partition `{}`) failed: {e}; the tasks before it \
+                         committed versions {done:?}, which stay",
+                        plan.tasks.len(),
+                        input.partition
+                    )));
+                }
+            };
+        progress.task_done(input.bytes, state.as_str());
+        summaries.push(TaskSummary {
+            task,
+            state: state.to_string(),
+            worker_id: None,
+            attempt: 1,
+            partition: input.partition.clone(),
+            files: input.files.len() as u64,
+            bytes: input.bytes,
+            commits,
+            error,
+        });
+    }
+    progress.finish();
+    let mut report = OpReport::of_tasks(
+        op,
+        &spec.path,
+        plan.version,
+        &parts,
+        summaries,
+        started.elapsed(),
+    );
+    report.warnings.extend(warnings);
+    if report.commits.is_empty() {
+        report.skipped = Some("the tasks found nothing left to rewrite".into());
+    }
+    Ok(report)
 }
 
 /// What VACUUM and log cleanup keep: the inventory's pins and clones, every other inventoried

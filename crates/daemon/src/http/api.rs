@@ -11,7 +11,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tablekeeper_inventory::Operation;
-use tablekeeper_store::{Job, JobFilter, JobState, Trigger};
+use tablekeeper_store::{Job, JobFilter, JobId, JobState, Progress, Trigger};
 use tablekeeper_vocab::ProbeFailureKind;
 
 use super::auth::require_admin;
@@ -99,6 +99,30 @@ pub async fn list_jobs(
         })
         .await?;
     Ok(Json(json!({ "jobs": jobs })))
+}
+
+/// `GET /api/v1/jobs/{id}`: the job with its progress (tasks and bytes done of total, from
+/// `job_tasks`; a job that runs whole on one worker has no tasks and shows zeros) and its
+/// tasks, each with the worker that ran it.
+pub async fn get_job(
+    State(rt): State<Arc<Runtime>>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = id.parse::<i64>().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "`{id}` is not a job id: use the `id` of a job from /api/v1/jobs"
+        ))
+    })?;
+    let job = rt
+        .store
+        .get_job(JobId(id))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
+    let tasks = rt.store.tasks(job.id).await?;
+    let progress = Progress::of(&tasks);
+    Ok(Json(
+        json!({ "job": job, "progress": progress, "tasks": tasks }),
+    ))
 }
 
 /// Commits one history page holds unless `limit` says otherwise (DESIGN.md "HTTP").

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::Deserialize;
 use tablekeeper_inventory::Operation;
-use tablekeeper_store::{Job, JobFilter, JobState};
+use tablekeeper_store::{Job, JobFilter, JobState, Progress};
 
 use super::error::ApiError;
 use crate::fleet::{Health, TableView};
@@ -134,6 +134,7 @@ pub async fn table_page(
         .view(&name, now)
         .ok_or_else(|| ApiError::NotFound(format!("no table `{name}` in the inventory")))?;
     let (recent, _, store_error) = jobs(&rt, Some(&name)).await;
+    let progress = running_progress(&rt, &recent).await;
     let body = html! {
         header {
             p { a href="/" { "← all tables" } }
@@ -251,11 +252,41 @@ pub async fn table_page(
                 }
             } }
         }
+        @if !progress.is_empty() {
+            h2 { "Running" }
+            @for (job, p) in &progress {
+                p.running {
+                    "job " (job.id.0) " " (job.operation) ": "
+                    progress value=(p.bytes_done) max=(p.bytes_total.max(1)) {
+                        (p.tasks_done) "/" (p.tasks_total)
+                    }
+                    " " (p.tasks_done) " of " (p.tasks_total) " tasks, "
+                    (bytesize::ByteSize::b(p.bytes_done).display().iec()) " of "
+                    (bytesize::ByteSize::b(p.bytes_total).display().iec())
+                    @if p.tasks_running > 0 { " · " (p.tasks_running) " running" }
+                    @if p.tasks_failed > 0 { span.bad { " · " (p.tasks_failed) " failed" } }
+                }
+            }
+        }
         (job_table("Recent jobs", &recent))
     };
     Ok(Html(
         document(&format!("{} · tablekeeper", v.name), body).into_string(),
     ))
+}
+
+/// The progress of the running jobs among `jobs` that run as tasks (`job_tasks`); a job
+/// running whole on one worker has no tasks and shows none.
+async fn running_progress(rt: &Runtime, jobs: &[Job]) -> Vec<(Job, Progress)> {
+    let mut out = Vec::new();
+    for job in jobs.iter().filter(|j| j.state == JobState::Running) {
+        match rt.store.tasks(job.id).await {
+            Ok(tasks) if !tasks.is_empty() => out.push((job.clone(), Progress::of(&tasks))),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(job_id = job.id.0, error = %e, "cannot read the job's tasks"),
+        }
+    }
+    out
 }
 
 /// The running and queued jobs (of one table, when given), or the store's error.
@@ -457,7 +488,7 @@ table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}\
 th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}\
 th{background:#f5f5f5}.ok{color:#17692b}.warn{background:#fff6d6}.bad{background:#fde2e1;color:#8a1111}\
 .muted{color:#888}small{color:#666}code{background:#f2f2f2;padding:0 .2rem}\
-nav,form,.pages{margin:.5rem 0}";
+nav,form,.pages{margin:.5rem 0}progress{width:20rem;vertical-align:middle}";
 
 #[cfg(test)]
 mod tests {

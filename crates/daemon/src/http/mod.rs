@@ -64,6 +64,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
             get(pins::list).post(pins::add).delete(pins::remove),
         )
         .route("/api/v1/jobs", get(api::list_jobs))
+        .route("/api/v1/jobs/{id}", get(api::get_job))
         .fallback(not_found)
         // Prometheus asks for gzip: `/metrics` of 10,000 tables shrinks about tenfold on
         // the wire for a few milliseconds of the fastest level (BENCHMARKS.md "Fleet")

@@ -23,7 +23,9 @@ use prometheus::{
 };
 use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
-use tablekeeper_vocab::{AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind};
+use tablekeeper_vocab::{
+    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, TaskState,
+};
 
 pub(crate) use figures::{ErasureFigures, OperationFigures, RetainedFigures, TableFigures};
 use table_gauges::TableGauges;
@@ -60,6 +62,7 @@ pub(crate) struct Metrics {
     concurrency_key_waits_total: IntCounterVec,
     job_duration_seconds: HistogramVec,
     jobs: IntGaugeVec,
+    tasks: IntGaugeVec,
     table_probe_failures_total: IntCounterVec,
     bytes_rewritten_total: IntCounterVec,
     bytes_reclaimed_total: IntCounterVec,
@@ -119,6 +122,13 @@ impl Metrics {
             )?,
             jobs: IntGaugeVec::new(
                 opts("jobs", "Jobs in the job table by state (fleet-wide)"),
+                &["state"],
+            )?,
+            tasks: IntGaugeVec::new(
+                opts(
+                    "tasks",
+                    "Tasks of running rewrite jobs by state (fleet-wide, from job_tasks)",
+                ),
                 &["state"],
             )?,
             table_probe_failures_total: IntCounterVec::new(
@@ -190,6 +200,9 @@ impl Metrics {
         for state in [JobState::Queued, JobState::Running] {
             m.jobs.with_label_values(&[state.as_str()]).set(0);
         }
+        for state in TaskState::ALL {
+            m.tasks.with_label_values(&[state.as_str()]).set(0);
+        }
         // every operation's attempt count exists from the start, so `increase()` in the
         // alert rules sees the first attempt after a restart (one series set per operation,
         // not per table)
@@ -214,6 +227,7 @@ impl Metrics {
         r.register(Box::new(self.concurrency_key_waits_total.clone()))?;
         r.register(Box::new(self.job_duration_seconds.clone()))?;
         r.register(Box::new(self.jobs.clone()))?;
+        r.register(Box::new(self.tasks.clone()))?;
         r.register(Box::new(self.table_probe_failures_total.clone()))?;
         r.register(Box::new(self.bytes_rewritten_total.clone()))?;
         r.register(Box::new(self.bytes_reclaimed_total.clone()))?;
@@ -390,6 +404,13 @@ impl Metrics {
         }
     }
 
+    /// Fleet-wide task counts per state (tasks of running jobs).
+    pub(crate) fn set_task_counts(&self, counts: &BTreeMap<TaskState, i64>) {
+        for (state, n) in counts {
+            self.tasks.with_label_values(&[state.as_str()]).set(*n);
+        }
+    }
+
     /// An attempt ended on this replica (or was reaped by it).
     pub(crate) fn count_attempt(&self, table: &str, op: Operation, outcome: AttemptOutcome) {
         self.jobs_total
@@ -533,6 +554,7 @@ mod tests {
             "tablekeeper_table_info",
             "tablekeeper_build_info",
             "tablekeeper_jobs",
+            "tablekeeper_tasks",
             "tablekeeper_inventory_tables",
             "tablekeeper_inventory_reload_failures_total",
             "tablekeeper_store_call_duration_seconds",

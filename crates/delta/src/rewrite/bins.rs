@@ -62,34 +62,31 @@ impl Bin {
     }
 }
 
-/// Packs files (already in log order) into bins of at most `target` bytes; bins of one file are
-/// dropped, as rewriting a file alone compacts nothing.
-fn pack(partition: &str, files: Vec<BinFile>, target: u64) -> Vec<Bin> {
-    let mut bins: Vec<Bin> = Vec::new();
-    let mut current: Vec<BinFile> = Vec::new();
+/// Packs files (already in log order) into bins of at most `target` bytes, as deltalake's
+/// OPTIMIZE packs them: contiguous, a file that does not fit starts the next bin. Bins of one
+/// file are dropped, as rewriting a file alone compacts nothing. The planning of a job's tasks
+/// packs with this too, so a task's files make the same bins when the task runs.
+pub(crate) fn pack<T>(files: Vec<T>, size: impl Fn(&T) -> u64, target: u64) -> Vec<Vec<T>> {
+    let mut bins: Vec<Vec<T>> = Vec::new();
+    let mut current: Vec<T> = Vec::new();
     let mut bytes = 0u64;
     for file in files {
-        if !current.is_empty() && bytes + file.size > target {
-            bins.push(Bin {
-                partition: partition.to_owned(),
-                files: std::mem::take(&mut current),
-            });
+        let file_size = size(&file);
+        if !current.is_empty() && bytes + file_size > target {
+            bins.push(std::mem::take(&mut current));
             bytes = 0;
         }
-        bytes += file.size;
+        bytes += file_size;
         current.push(file);
     }
     if !current.is_empty() {
-        bins.push(Bin {
-            partition: partition.to_owned(),
-            files: current,
-        });
+        bins.push(current);
     }
-    bins.retain(|bin| bin.files.len() > 1);
+    bins.retain(|bin| bin.len() > 1);
     bins
 }
 
-/// Compacts the small files (under `small_below` bytes) of the partitions `filters` select,
+/// Compacts the small files (those `spec` takes) of the partitions `filters` select,
 /// from `table`'s snapshot. Returns the table refreshed after the bins' commits, or `None` when
 /// no bin can be copied (each holds a file smaller than [`splice::MIN_COPY_ROW_GROUP_BYTES`],
 /// so a row group under it) and deltalake may rewrite the table: the caller then runs
@@ -98,7 +95,6 @@ pub(crate) async fn compact(
     uri: &str,
     table: &DeltaTable,
     spec: &RewriteSpec,
-    small_below: u64,
     filters: &[OwnedFilter],
     cancel: &CancellationToken,
 ) -> Result<Option<DeltaTable>, DeltaError> {
@@ -106,7 +102,7 @@ pub(crate) async fn compact(
     let by_partition =
         crate::rewrite::select::select_files(uri, &snapshot, filters, |file, values| {
             let size = u64::try_from(file.size()).unwrap_or(u64::MAX);
-            (size < small_below).then(|| BinFile {
+            spec.takes(file).then(|| BinFile {
                 path: file.path().into_owned(),
                 object_path: file.object_store_path(),
                 partition_values: values,
@@ -119,7 +115,14 @@ pub(crate) async fn compact(
     let target = spec.target_size.get();
     let bins: Vec<Bin> = by_partition
         .into_iter()
-        .flat_map(|(partition, files)| pack(&partition, files, target))
+        .flat_map(|(partition, files)| {
+            pack(files, |f| f.size, target)
+                .into_iter()
+                .map(move |files| Bin {
+                    partition: partition.clone(),
+                    files,
+                })
+        })
         .collect();
     if bins.is_empty() {
         return Ok(Some(table.clone()));
@@ -129,7 +132,8 @@ pub(crate) async fn compact(
             .iter()
             .all(|f| f.size >= splice::MIN_COPY_ROW_GROUP_BYTES && !f.has_deletion_vector)
     };
-    if spec.deltalake_rewrites && !bins.iter().any(copyable) {
+    // deltalake's OPTIMIZE selects by partition, never by file: a task's files are ours
+    if spec.deltalake_rewrites && spec.only.is_none() && !bins.iter().any(copyable) {
         return Ok(None);
     }
     let rules = CommitRules::of(uri, table.log_store().as_ref(), &snapshot).await?;
@@ -397,9 +401,9 @@ mod tests {
         }
     }
 
-    fn sizes(bins: &[Bin]) -> Vec<Vec<u64>> {
+    fn sizes(bins: &[Vec<BinFile>]) -> Vec<Vec<u64>> {
         bins.iter()
-            .map(|b| b.files.iter().map(|f| f.size).collect())
+            .map(|b| b.iter().map(|f| f.size).collect())
             .collect()
     }
 
@@ -407,10 +411,10 @@ mod tests {
     fn bins_are_contiguous_up_to_the_target_and_never_single() {
         let files = [40, 50, 30, 90, 10, 5].map(file).to_vec();
         assert_eq!(
-            sizes(&pack("", files, 100)),
+            sizes(&pack(files, |f| f.size, 100)),
             vec![vec![40, 50], vec![90, 10],]
         );
         let files = [60, 60, 60].map(file).to_vec();
-        assert!(pack("", files, 100).is_empty());
+        assert!(pack(files, |f| f.size, 100).is_empty());
     }
 }

@@ -219,17 +219,12 @@ pub(crate) async fn rewrite(
         let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
         let partitions =
             crate::rewrite::select::select_files(uri, &snapshot, filters, |file, _| {
-                if clustering {
-                    #[allow(deprecated)] // the only public way to a file's `clusteringProvider`
-                    let provider = file.add_action().clustering_provider;
-                    if !crate::rewrite::liquid::unclustered(provider.as_deref()) {
-                        return None;
-                    }
-                }
-                Some((
-                    file.path().into_owned(),
-                    crate::rewrite::select::remove_of(file),
-                ))
+                spec.takes(file).then(|| {
+                    (
+                        file.path().into_owned(),
+                        crate::rewrite::select::remove_of(file),
+                    )
+                })
             })?;
         if partitions.is_empty() {
             return Ok(table.clone());

@@ -42,10 +42,9 @@ pub(crate) async fn optimize_once(
     cancel: &CancellationToken,
 ) -> Result<DeltaTable, DeltaError> {
     match &spec.rewrite {
-        Rewrite::Compact { small_below } => {
+        Rewrite::Compact { .. } => {
             if let Some(table) =
-                crate::rewrite::bins::compact(uri, table, spec, *small_below, filters, cancel)
-                    .await?
+                crate::rewrite::bins::compact(uri, table, spec, filters, cancel).await?
             {
                 return Ok(table);
             }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::error::DeltaError;
 use crate::log::read::{ordered_partition_values, partition_key};
 use crate::prepare::Prepared;
-use crate::rewrite::plan::{PartitionScope, Plan};
+use crate::rewrite::plan::{unclustered, PartitionScope, Plan};
 
 /// The `clusteringProvider` tablekeeper's clustered files carry.
 pub(crate) const PROVIDER: &str = "tablekeeper";
@@ -94,12 +94,6 @@ fn columns_of(configuration: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Whether a file with this `clusteringProvider` still needs clustering: no implementation
-/// clustered it.
-pub(crate) fn unclustered(provider: Option<&str>) -> bool {
-    provider.is_none()
 }
 
 /// The partitions holding at least two files no clustering implementation has clustered yet,

@@ -12,6 +12,8 @@
 //!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
 //!   the process's memory [`budget`], writing a column-mapped table's physical names
 //!   ([`column_mapping`]) and carrying row ids where row tracking keeps them ([`row_ids`]);
+//! - [`tasks`]: one job's rewrite cut into tasks any replica runs, each committing its own
+//!   files through the same scoped rewrite;
 //! - at the bottom, the plain types every layer shares ([`plan`]), the file selection
 //!   ([`select`]) and the rewrite scan ([`scan`]).
 //!
@@ -35,5 +37,6 @@ pub(crate) mod row_ids;
 pub(crate) mod scan;
 pub(crate) mod select;
 pub(crate) mod splice;
+pub(crate) mod tasks;
 pub(crate) mod zkey;
 pub(crate) mod zorder;

@@ -43,7 +43,7 @@ pub enum Optimize<'a> {
 }
 
 impl Optimize<'_> {
-    fn operation(self) -> Operation {
+    pub(super) fn operation(self) -> Operation {
         match self {
             Optimize::Compact(_) => Operation::Compact,
             Optimize::ZOrder(_) => Operation::Zorder,
@@ -51,7 +51,7 @@ impl Optimize<'_> {
         }
     }
 
-    fn dry_run(self) -> bool {
+    pub(super) fn dry_run(self) -> bool {
         match self {
             Optimize::Compact(o) => o.dry_run,
             Optimize::ZOrder(o) => o.dry_run,
@@ -59,7 +59,7 @@ impl Optimize<'_> {
         }
     }
 
-    fn max_conflict_retries(self) -> u32 {
+    pub(super) fn max_conflict_retries(self) -> u32 {
         match self {
             Optimize::Compact(o) => o.max_conflict_retries,
             Optimize::ZOrder(o) => o.max_conflict_retries,
@@ -68,7 +68,7 @@ impl Optimize<'_> {
     }
 
     /// The target file size, checked.
-    fn target(self, uri: &str) -> Result<NonZeroU64, DeltaError> {
+    pub(super) fn target(self, uri: &str) -> Result<NonZeroU64, DeltaError> {
         match self {
             Optimize::Compact(o) => compact::validate_sizing(
                 uri,
@@ -83,7 +83,7 @@ impl Optimize<'_> {
         }
     }
 
-    async fn plan(
+    pub(super) async fn plan(
         self,
         uri: &str,
         prepared: &Prepared,
@@ -96,7 +96,7 @@ impl Optimize<'_> {
         }
     }
 
-    fn rewrite(self) -> Rewrite {
+    pub(super) fn rewrite(self) -> Rewrite {
         match self {
             Optimize::Compact(o) => Rewrite::Compact {
                 small_below: compact::small_file_threshold(o.target_file_size, o.small_file_factor),
@@ -111,7 +111,7 @@ impl Optimize<'_> {
 
     /// Commit metadata: the run marker, and for Z-order Spark's `zOrderBy`, so history shows
     /// (and the probe finds) Z-order runs as Spark's.
-    fn marker(self, run_id: &str) -> HashMap<String, Value> {
+    pub(super) fn marker(self, run_id: &str) -> HashMap<String, Value> {
         let mut marker = run_marker(run_id, self.operation());
         if let Optimize::ZOrder(o) = self {
             marker.insert(
@@ -122,13 +122,67 @@ impl Optimize<'_> {
         marker
     }
 
+    /// What a run of this kind rewrites (with `clustering`, a clustered table's compaction)
+    /// and commits, under `run_id`'s marker.
+    pub(super) fn spec(
+        self,
+        clustering: Option<Vec<String>>,
+        target: NonZeroU64,
+        run_id: &str,
+        protocol: &crate::features::maintainable::TableProtocol,
+    ) -> RewriteSpec {
+        RewriteSpec {
+            operation: self.operation(),
+            rewrite: match clustering {
+                Some(columns) => Rewrite::ZOrder {
+                    columns,
+                    clustering: true,
+                },
+                None => self.rewrite(),
+            },
+            target_size: target,
+            marker: self.marker(run_id),
+            deltalake_rewrites: protocol.deltalake_rewrites(),
+            only: None,
+        }
+    }
+
     /// `skipped` when deltalake committed nothing for a non-empty plan.
-    fn nothing_written(self) -> &'static str {
+    pub(super) fn nothing_written(self) -> &'static str {
         match self {
             Optimize::Compact(_) => "deltalake found no bins of two or more files to merge",
             Optimize::ZOrder(_) => "the z-order selected no file any more",
             Optimize::Purge(_) => "no selected file carried a deletion vector any more",
         }
+    }
+}
+
+/// What `kind` rewrites of the prepared table: on a clustered table compaction clusters its
+/// new files by the clustering columns (returned), otherwise the kind's own plan.
+pub(super) async fn planned(
+    uri: &str,
+    kind: Optimize<'_>,
+    prepared: &Prepared,
+    cancel: &CancellationToken,
+) -> Result<(Option<Vec<String>>, Plan), DeltaError> {
+    let clustering = clustering_of(uri, kind, &prepared.table).await?;
+    let plan = match &clustering {
+        Some(_) => liquid::plan(uri, prepared)?,
+        None => kind.plan(uri, prepared, cancel).await?,
+    };
+    Ok((clustering, plan))
+}
+
+/// The clustering columns a compaction of a clustered table clusters by; `None` for every
+/// other table and kind.
+pub(super) async fn clustering_of(
+    uri: &str,
+    kind: Optimize<'_>,
+    table: &deltalake::DeltaTable,
+) -> Result<Option<Vec<String>>, DeltaError> {
+    match kind {
+        Optimize::Compact(_) => liquid::clustering_columns(uri, table).await,
+        _ => Ok(None),
     }
 }
 
@@ -192,15 +246,7 @@ async fn attempt(
             kind.dry_run(),
         )
     });
-    // compaction of a clustered table clusters its new files by the clustering columns
-    let clustering = match kind {
-        Optimize::Compact(_) => liquid::clustering_columns(uri, &prepared.table).await?,
-        _ => None,
-    };
-    let plan = match &clustering {
-        Some(_) => liquid::plan(uri, &prepared)?,
-        None => kind.plan(uri, &prepared, cancel).await?,
-    };
+    let (clustering, plan) = planned(uri, kind, &prepared, cancel).await?;
     let (scopes, files, bytes) = match plan {
         Plan::Nothing(reason) => {
             if report.commits.is_empty() {
@@ -230,19 +276,7 @@ async fn attempt(
     } = prepared;
     let mut known = Some((version, active_set(&active)));
     drop(active);
-    let spec = RewriteSpec {
-        operation: op,
-        rewrite: match clustering {
-            Some(columns) => Rewrite::ZOrder {
-                columns,
-                clustering: true,
-            },
-            None => kind.rewrite(),
-        },
-        target_size: target,
-        marker: kind.marker(run_id),
-        deltalake_rewrites: protocol.deltalake_rewrites(),
-    };
+    let spec = kind.spec(clustering, target, run_id, &protocol);
     let mut current = table;
     for filters in filter_sets(&protocol.partition_columns, &scopes) {
         let base_version = crate::open::loaded_version(uri, &current)?;

@@ -4,9 +4,11 @@
 //! the rewrite imports these and this module imports none of them, so planning and running
 //! never import each other.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
+use deltalake::kernel::LogicalFileView;
 use serde_json::Value;
 use tablekeeper_vocab::Operation;
 
@@ -49,6 +51,33 @@ pub(crate) enum Rewrite {
     Purge,
 }
 
+impl Rewrite {
+    /// Whether this rewrite takes `file` as an input. The one rule both the rewrite and the
+    /// planning of a job's tasks (`tasks.rs`) select by.
+    pub(crate) fn takes(&self, file: &LogicalFileView) -> bool {
+        match self {
+            Rewrite::Compact { small_below } => {
+                u64::try_from(file.size()).unwrap_or(u64::MAX) < *small_below
+            }
+            Rewrite::ZOrder {
+                clustering: true, ..
+            } => {
+                #[allow(deprecated)] // the only public way to a file's `clusteringProvider`
+                let provider = file.add_action().clustering_provider;
+                unclustered(provider.as_deref())
+            }
+            Rewrite::ZOrder { .. } => true,
+            Rewrite::Purge => file.deletion_vector_descriptor().is_some(),
+        }
+    }
+}
+
+/// Whether a file with this `clusteringProvider` is still to be clustered: only files no
+/// clustering implementation has clustered (another implementation's stay as they are).
+pub(crate) fn unclustered(provider: Option<&str>) -> bool {
+    provider.is_none()
+}
+
 /// Everything one scoped OPTIMIZE needs besides the table and its filters.
 #[derive(Debug, Clone)]
 pub(crate) struct RewriteSpec {
@@ -60,4 +89,18 @@ pub(crate) struct RewriteSpec {
     /// deltalake's OPTIMIZE may rewrite the table (it writes every feature the table has);
     /// otherwise every bin goes through tablekeeper's own rewrite and commit.
     pub deltalake_rewrites: bool,
+    /// When the rewrite is one task of a job: exactly the files the task was planned with
+    /// (those still active); a file outside it is never read or removed.
+    pub only: Option<Arc<BTreeSet<String>>>,
+}
+
+impl RewriteSpec {
+    /// Whether this run takes `file` as an input: its kind's rule, within the task's files.
+    pub(crate) fn takes(&self, file: &LogicalFileView) -> bool {
+        self.rewrite.takes(file)
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(file.path().as_ref()))
+    }
 }

@@ -80,7 +80,7 @@ pub(crate) async fn rewrite(
         let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
         let partitions =
             crate::rewrite::select::select_files(uri, &snapshot, filters, |file, _| {
-                file.deletion_vector_descriptor().is_some().then(|| {
+                spec.takes(file).then(|| {
                     (
                         file.path().into_owned(),
                         crate::rewrite::select::remove_of(file),

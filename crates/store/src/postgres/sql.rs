@@ -2,7 +2,7 @@
 //! on [`Statements`]). Times come from `clock_timestamp()`; durations arrive as microseconds.
 
 use crate::dialect::Statements;
-use crate::dialect::{returning_job, select_jobs};
+use crate::dialect::{returning_job, select_jobs, task_columns};
 
 pub(super) const STATEMENTS: Statements = Statements {
     insert_queued: returning_job!(
@@ -205,4 +205,55 @@ pub(super) const STATEMENTS: Statements = Statements {
            OR ($3::TEXT IS NOT NULL AND updated_at = $1 AND table_name > $3)) \
            AND replica_id <> $2 \
          ORDER BY updated_at, table_name LIMIT $4",
+    insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+    next_task: "SELECT COALESCE(MAX(task) + 1, 0)::INTEGER AS next FROM job_tasks WHERE job_id = $1",
+    job_tasks: concat!("SELECT ", task_columns!(), " FROM job_tasks WHERE job_id = $1 ORDER BY task"),
+    claim_task_candidate: "\
+        SELECT t.job_id, t.task FROM job_tasks t JOIN jobs j ON j.id = t.job_id \
+        WHERE t.state = 'queued' AND j.state = 'running' \
+          AND ($1::BIGINT IS NULL OR t.job_id = $1) \
+        ORDER BY j.priority DESC, t.job_id, t.task \
+        LIMIT 1 \
+        FOR UPDATE OF t SKIP LOCKED",
+    claim_task_update: concat!(
+        "UPDATE job_tasks SET state = 'running', attempt = attempt + 1, worker_id = $3, \
+         lease_token = $4, lease_expires_at = clock_timestamp() + $5 * interval '1 microsecond', \
+         started_at = clock_timestamp(), finished_at = NULL \
+         WHERE job_id = $1 AND task = $2 AND state = 'queued' RETURNING ",
+        task_columns!()
+    ),
+    heartbeat_task: "\
+        UPDATE job_tasks SET lease_expires_at = clock_timestamp() + $4 * interval '1 microsecond' \
+        WHERE job_id = $1 AND task = $2 AND lease_token = $3 AND state = 'running' \
+          AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = $1 AND j.state = 'running') \
+        RETURNING lease_expires_at",
+    lock_task: concat!(
+        "SELECT ", task_columns!(), " FROM job_tasks \
+         WHERE job_id = $1 AND task = $2 AND lease_token = $3 AND state = 'running' FOR UPDATE"
+    ),
+    end_task: "\
+        UPDATE job_tasks SET state = $3, result = $4, error = $5, attempt = attempt - $6, \
+          lease_token = NULL, lease_expires_at = NULL, \
+          finished_at = CASE WHEN $3 = 'queued' THEN NULL ELSE clock_timestamp() END \
+        WHERE job_id = $1 AND task = $2 AND state = 'running'",
+    reap_task_candidates: "\
+        SELECT job_id, task FROM job_tasks \
+        WHERE state = 'running' \
+          AND lease_expires_at < clock_timestamp() - $1 * interval '1 microsecond' \
+        ORDER BY lease_expires_at \
+        LIMIT $2",
+    lock_expired_task: concat!(
+        "SELECT ", task_columns!(), ", (SELECT state FROM jobs WHERE id = job_tasks.job_id) AS job_state \
+         FROM job_tasks WHERE job_id = $1 AND task = $2 AND state = 'running' \
+           AND lease_expires_at < clock_timestamp() - $3 * interval '1 microsecond' \
+         FOR UPDATE SKIP LOCKED"
+    ),
+    cancel_orphan_tasks: "\
+        UPDATE job_tasks SET state = 'cancelled', finished_at = clock_timestamp(), error = $1 \
+        WHERE state = 'queued' \
+          AND job_id IN (SELECT id FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled'))",
+    task_counts: "\
+        SELECT t.state, count(*) AS n FROM job_tasks t JOIN jobs j ON j.id = t.job_id \
+        WHERE j.state = 'running' GROUP BY t.state",
 };

@@ -27,7 +27,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -38,7 +38,9 @@ use tablekeeper_inventory::defaults::COMPACTION_TARGET_FILE_SIZE;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_store::{connect, NewJob, Operation, StoreOptions, Trigger};
 
-use crate::util::{cpu_seconds, fresh_dir, median, own_rss_mb, path_str, proc_status_kb, secs};
+use crate::util::{
+    cpu_seconds, fresh_dir, median, own_rss_mb, path_str, proc_status_kb, secs, wait_ready, Replica,
+};
 use crate::Args;
 
 /// Longest wait for `/readyz`, and for the first probe round per 1,000 tables.
@@ -268,7 +270,7 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
     // process start -> /readyz 200, the first replica's (then every other's)
     let mut ready_secs = None;
     for replica in &mut replicas {
-        let ready = wait_ready(&client, replica, started).await?;
+        let ready = wait_ready(&client, replica, started, READY_TIMEOUT).await?;
         ready_secs.get_or_insert(ready);
     }
     let ready_secs = ready_secs.unwrap_or_default();
@@ -461,23 +463,6 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
     }))
 }
 
-/// A running replica: killed when dropped if still running (a normal run stops it with
-/// SIGTERM first).
-struct Replica {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn start_replica(run: &Run<'_>, database_url: &str, index: usize) -> Result<Replica> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -505,34 +490,6 @@ fn start_replica(run: &Run<'_>, database_url: &str, index: usize) -> Result<Repl
         base: format!("http://127.0.0.1:{port}"),
         log,
     })
-}
-
-/// Seconds from `started` until the replica's `/readyz` answers 200.
-async fn wait_ready(
-    client: &reqwest::Client,
-    replica: &mut Replica,
-    started: Instant,
-) -> Result<f64> {
-    loop {
-        if let Ok(resp) = client.get(format!("{}/readyz", replica.base)).send().await {
-            if resp.status().is_success() {
-                return Ok(secs(started));
-            }
-        }
-        if let Ok(Some(status)) = replica.child.try_wait() {
-            bail!(
-                "tablekeeper run exited with {status} before it was ready; see {}",
-                replica.log.display()
-            );
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            bail!(
-                "no /readyz 200 within {READY_TIMEOUT:?}; see {}",
-                replica.log.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// What keeping every table loaded costs: this process's RSS before and after one

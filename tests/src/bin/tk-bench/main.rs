@@ -6,7 +6,8 @@
 //!   and `cp`, and the 2 GB partition the rewrite memory benchmark runs `tablekeeper maintain` on;
 //! - [`growth`]: 30 simulated days of new data, compacted, Z-ordered and vacuumed each day;
 //! - [`probe`]: probing a 100k-file, 10k-commit table from its log, cold and incremental;
-//! - [`fleet`]: the real `tablekeeper` binary with inventories of 10 to 10,000 tables.
+//! - [`fleet`]: the real `tablekeeper` binary with inventories of 10 to 10,000 tables;
+//! - [`tasks`]: one compaction run as tasks by several replicas of the real binary.
 //!
 //! It must never touch a database it did not create (Postgres runs go through
 //! `TestDatabase`, a fresh `tk_test_*` database dropped at the end) nor a directory
@@ -18,6 +19,7 @@ mod fleet;
 mod growth;
 mod jobs;
 mod probe;
+mod tasks;
 mod util;
 
 use std::path::PathBuf;
@@ -30,7 +32,8 @@ const USAGE: &str = "usage:
   tk-bench partition [--smoke] --dir DIR [--rows-per-row-group N] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
-  tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]";
+  tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]
+  tk-bench tasks   [--smoke] --dir DIR --tablekeeper BIN [--replicas N] [--rows-per-file N] [--out FILE]";
 
 /// Command-line arguments shared by every subcommand (each reads the ones it needs).
 #[derive(Debug, Default)]
@@ -129,6 +132,7 @@ async fn main() -> Result<()> {
         "growth" => growth::bench_growth(&args).await?,
         "probe" => probe::bench_probe(&args).await?,
         "fleet" => fleet::bench_fleet(&args).await?,
+        "tasks" => tasks::bench_tasks(&args).await?,
         _ => bail!("missing or unknown subcommand\n{USAGE}"),
     };
     let text = serde_json::to_string_pretty(&figures)?;

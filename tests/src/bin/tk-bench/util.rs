@@ -1,9 +1,10 @@
-//! Small helpers shared by the benchmarks: paths, copies, file sizes, process memory and
-//! summary statistics. Nothing here measures anything by itself.
+//! Small helpers shared by the benchmarks: paths, copies, file sizes, process memory,
+//! summary statistics and a running replica of `tablekeeper run`. Nothing here measures
+//! anything by itself.
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -98,5 +99,53 @@ pub fn median(values: &[f64]) -> f64 {
         0 => 0.0,
         n if n % 2 == 1 => sorted[n / 2],
         n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// A running replica of `tablekeeper run`: killed when dropped if still running (a normal run
+/// stops it with SIGTERM first).
+#[derive(Debug)]
+pub struct Replica {
+    pub child: Child,
+    pub base: String,
+    pub log: PathBuf,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Seconds from `started` until the replica's `/readyz` answers 200; fails after `timeout` or
+/// when the process exits first.
+pub async fn wait_ready(
+    client: &reqwest::Client,
+    replica: &mut Replica,
+    started: Instant,
+    timeout: Duration,
+) -> Result<f64> {
+    loop {
+        if let Ok(resp) = client.get(format!("{}/readyz", replica.base)).send().await {
+            if resp.status().is_success() {
+                return Ok(secs(started));
+            }
+        }
+        if let Ok(Some(status)) = replica.child.try_wait() {
+            bail!(
+                "tablekeeper run exited with {status} before it was ready; see {}",
+                replica.log.display()
+            );
+        }
+        if started.elapsed() > timeout {
+            bail!(
+                "no /readyz 200 within {timeout:?}; see {}",
+                replica.log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

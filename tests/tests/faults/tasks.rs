@@ -1,0 +1,346 @@
+//! One rewrite job spread over three replicas through `job_tasks`, as deployed: two replicas
+//! that plan (`role: all`) and one worker (`role: worker`) on one Postgres, a table of twelve
+//! partitions. A compaction's twelve tasks run on several replicas at once, each committing its
+//! own; `kill -9` of a replica in the middle of a task hands that task to another replica after
+//! its lease, and every row is there exactly once through deltalake and python deltalake, no
+//! input file removed twice (no task committed twice); the same for Z-order and purge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sqlx::Row;
+use tablekeeper_delta::fixtures::{
+    both_readers, delete_with_deletion_vectors, ids_in_parquet_files,
+    write_small_files_with_properties, SmallFiles,
+};
+use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_tests::jobs::{assert_no_overlap, wait_until};
+use tablekeeper_tests::setup::{
+    daemon_env, latest_version, serial, trigger, InventoryFile, TableEntry,
+};
+use tablekeeper_tests::{logs, metric_value, stop_all, Daemon};
+
+/// Only manual triggers run: every schedule is yearly.
+const DEFAULTS: &str =
+    "  compaction: { schedule: \"0 0 1 1 *\", target_file_size: 256MiB, min_small_files: 2 }
+  zorder: { schedule: \"0 0 1 1 *\" }
+  purge: { schedule: \"0 0 1 1 *\" }
+  vacuum: { enabled: false }
+  checkpoint: { enabled: false }
+  max_attempts: 3
+  timeout: 5m
+";
+
+const PARTITIONS: usize = 12;
+
+/// Twelve partitions of six files each; 20,000 rows a file make a task last about a second in
+/// a debug build, long enough to kill a replica inside one.
+fn table_spec() -> SmallFiles {
+    SmallFiles {
+        partitions: PARTITIONS as u32,
+        files_per_partition: 6,
+        rows_per_file: 20_000,
+        payload_bytes: 24,
+    }
+}
+
+/// What the log says the commits after `after` removed and added, per version.
+fn commits_after(root: &Path, after: u64) -> BTreeMap<u64, (Vec<String>, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    for version in after + 1..=latest_version(root).unwrap() {
+        let text =
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{version:020}.json")))
+                .unwrap();
+        let (mut removes, mut adds) = (Vec::new(), Vec::new());
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(path) = action.pointer("/remove/path").and_then(|p| p.as_str()) {
+                removes.push(path.to_owned());
+            }
+            if let Some(path) = action.pointer("/add/path").and_then(|p| p.as_str()) {
+                adds.push(path.to_owned());
+            }
+        }
+        out.insert(version, (removes, adds));
+    }
+    out
+}
+
+async fn job_row(
+    pool: &sqlx::PgPool,
+    id: i64,
+) -> (String, Option<String>, Option<serde_json::Value>) {
+    let row = sqlx::query("SELECT state, worker_id, result FROM jobs WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    (row.get("state"), row.get("worker_id"), row.get("result"))
+}
+
+fn replica_of(worker: &str) -> &str {
+    worker.split('/').next().unwrap_or(worker)
+}
+
+/// Runs `operation` as tasks on three replicas; with `kill`, kills a replica other than the
+/// job's own while it runs a task. Checks rows, commits, the job's report and its progress.
+async fn spread(operation: &str, kill: bool) {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    let uri = table.to_str().unwrap().to_owned();
+    let properties: &[(&str, &str)] = if operation == "purge" {
+        &[("delta.enableDeletionVectors", "true")]
+    } else {
+        &[]
+    };
+    write_small_files_with_properties(&uri, &table_spec(), properties)
+        .await
+        .unwrap();
+    if operation == "purge" {
+        // a few rows of every file deleted by deletion vectors: every file has one to purge
+        let ids = ids_in_parquet_files(&table).unwrap();
+        let doomed: BTreeSet<i64> = ids.iter().copied().step_by(997).collect();
+        delete_with_deletion_vectors(&uri, &doomed).await.unwrap();
+    }
+    let (before, python_before) = both_readers(&uri).await.unwrap();
+    assert_eq!(before.len(), python_before.len());
+    let active_before = tablekeeper_tests::setup::active_paths(&table)
+        .await
+        .unwrap();
+    let version_before = latest_version(&table).unwrap();
+    let inventory = InventoryFile::write(
+        dir.path(),
+        DEFAULTS,
+        &[TableEntry {
+            name: "t",
+            path: &table,
+            extra: "    layout: { zorder: [user_id] }\n",
+        }],
+    )
+    .unwrap();
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let lease = Duration::from_secs(3);
+    let env = daemon_env(&db.url, &inventory.path, lease, 1);
+    let mut worker_env = env.clone();
+    worker_env.push(("TABLEKEEPER_ROLE", "worker".into()));
+    let mut daemons = vec![
+        Daemon::start("r1", dir.path(), &env).unwrap(),
+        Daemon::start("r2", dir.path(), &env).unwrap(),
+        Daemon::start("w3", dir.path(), &worker_env).unwrap(),
+    ];
+    for d in &daemons {
+        d.wait_ready(Duration::from_secs(60)).await.unwrap();
+    }
+    let job = trigger(&daemons[0].base_url, "t", operation).await.unwrap();
+
+    let mut killed: Option<(String, i32)> = None;
+    if kill {
+        // the moment a task runs on a replica other than the job's own, kill that replica
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let (victim, task) = loop {
+            let coordinator = job_row(&pool, job).await.1.unwrap_or_default();
+            let running: Vec<(i32, String)> = sqlx::query_as(
+                "SELECT task, worker_id FROM job_tasks WHERE job_id = $1 AND state = 'running'",
+            )
+            .bind(job)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            if let Some((task, worker)) = running
+                .into_iter()
+                .find(|(_, w)| !coordinator.is_empty() && replica_of(w) != replica_of(&coordinator))
+            {
+                break (replica_of(&worker).to_owned(), task);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no task ran on another replica than the job's own\n{}",
+                logs(&daemons)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let d = daemons.iter_mut().find(|d| d.name == victim).unwrap();
+        d.kill_now().unwrap();
+        let state: String =
+            sqlx::query_scalar("SELECT state FROM job_tasks WHERE job_id = $1 AND task = $2")
+                .bind(job)
+                .bind(task)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(state, "running", "the kill landed after the task ended");
+        killed = Some((victim, task));
+    }
+
+    let finished = wait_until(Duration::from_secs(240), "the job to succeed", || async {
+        job_row(&pool, job).await.0 == "succeeded"
+    })
+    .await;
+    if let Err(e) = finished {
+        let tasks: Vec<(i32, String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT task, state, worker_id, error FROM job_tasks WHERE job_id = $1 ORDER BY task",
+        )
+        .bind(job)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        panic!(
+            "{e}: {:?}\ntasks {tasks:#?}\n{}",
+            job_row(&pool, job).await,
+            logs(&daemons)
+        );
+    }
+
+    // every row exactly once, through both readers
+    let (after, python_after) = both_readers(&uri).await.unwrap();
+    assert!(
+        after == before,
+        "deltalake reads other rows: {} before, {} after",
+        before.len(),
+        after.len()
+    );
+    assert!(
+        python_after == python_before,
+        "python deltalake reads other rows: {} before, {} after",
+        python_before.len(),
+        python_after.len()
+    );
+
+    // every commit removed files that were active before the job, none twice
+    let commits = commits_after(&table, version_before);
+    let mut removed = BTreeSet::new();
+    for (version, (removes, adds)) in &commits {
+        assert!(
+            !adds.is_empty() || operation == "purge",
+            "version {version} added nothing"
+        );
+        for path in removes {
+            assert!(
+                active_before.contains(path),
+                "version {version} removed {path}, not an input"
+            );
+            assert!(
+                removed.insert(path.clone()),
+                "{path} removed twice: a task committed twice"
+            );
+        }
+    }
+    let partitions: BTreeSet<&str> = removed.iter().filter_map(|p| p.split('/').next()).collect();
+    assert_eq!(
+        partitions.len(),
+        PARTITIONS,
+        "every partition rewritten: {partitions:?}"
+    );
+
+    // the job's report: twelve tasks, which replica ran which, what each committed
+    let result = job_row(&pool, job).await.2.unwrap();
+    let tasks = result["tasks"].as_array().unwrap();
+    let succeeded: Vec<&serde_json::Value> =
+        tasks.iter().filter(|t| t["state"] == "succeeded").collect();
+    let by_replica: BTreeSet<&str> = succeeded
+        .iter()
+        .filter_map(|t| t["worker_id"].as_str())
+        .map(replica_of)
+        .collect();
+    assert!(
+        by_replica.len() >= 2,
+        "tasks ran on {by_replica:?} only: {result:#}"
+    );
+    if !kill {
+        assert!(
+            by_replica.contains("w3"),
+            "the worker replica ran no task: {result:#}"
+        );
+    }
+    let reported: BTreeSet<i64> = succeeded
+        .iter()
+        .flat_map(|t| {
+            t["commits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v.as_i64())
+        })
+        .collect();
+    let logged: BTreeSet<i64> = commits
+        .iter()
+        .filter(|(_, (removes, _))| !removes.is_empty())
+        .map(|(v, _)| i64::try_from(*v).unwrap())
+        .collect();
+    assert!(
+        reported.is_subset(&logged),
+        "the report names commits the log lacks: {reported:?} vs {logged:?}"
+    );
+    assert_eq!(
+        result["files_removed"].as_u64(),
+        Some(removed.len() as u64),
+        "{result:#}"
+    );
+    if let Some((victim, task)) = &killed {
+        let row = tasks.iter().find(|t| t["task"] == *task).unwrap();
+        assert!(
+            row["attempt"].as_i64().unwrap() >= 2,
+            "the killed task ran once: {row}"
+        );
+        assert!(
+            !row["worker_id"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{victim}/")),
+            "the killed replica still owns its task: {row}"
+        );
+        assert!(
+            row["state"] == "succeeded" || row["state"] == "replanned",
+            "{row}"
+        );
+    }
+    assert_no_overlap(&pool).await.unwrap();
+
+    // progress on the API and the fleet-wide gauge, from a live replica that serves them
+    let live = daemons
+        .iter()
+        .find(|d| d.name != "w3" && killed.as_ref().is_none_or(|(victim, _)| *victim != d.name))
+        .unwrap();
+    let api = reqwest::get(format!("{}/api/v1/jobs/{job}", live.base_url))
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let progress = &api["progress"];
+    assert_eq!(progress["tasks_done"], progress["tasks_total"], "{api:#}");
+    assert_eq!(progress["bytes_done"], progress["bytes_total"], "{api:#}");
+    assert!(
+        progress["tasks_total"].as_u64().unwrap() >= PARTITIONS as u64,
+        "{api:#}"
+    );
+    let metrics = live.metrics().await.unwrap();
+    assert!(
+        metric_value(&metrics, "tablekeeper_tasks", "state=\"queued\"").is_some(),
+        "tablekeeper_tasks missing"
+    );
+    stop_all(&mut daemons, Duration::from_secs(30)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_compaction_runs_as_tasks_on_several_replicas_the_worker_among_them() {
+    spread("compact", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_task_hands_its_compaction_task_on() {
+    spread("compact", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_task_hands_its_zorder_task_on() {
+    spread("zorder", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_task_hands_its_purge_task_on() {
+    spread("purge", true).await;
+}
