@@ -131,6 +131,11 @@ ROOT = pathlib.Path(".")
 DEPLOYMENT = ROOT / "deploy/kubernetes/deployment.yaml"
 K8S_CONFIG = ROOT / "deploy/kubernetes/tablekeeper.yaml"
 KUSTOMIZATION = ROOT / "deploy/kubernetes/kustomization.yaml"
+WORKERS = ROOT / "deploy/kubernetes/workers"
+WORKER_DEPLOYMENT = WORKERS / "worker-deployment.yaml"
+SCALEDOBJECT = WORKERS / "scaledobject.yaml"
+WORKERS_HPA = ROOT / "deploy/kubernetes/workers-hpa"
+HPA = WORKERS_HPA / "hpa.yaml"
 ALERTS = ROOT / "deploy/prometheus/alerts.yaml"
 ALERT_TESTS = ROOT / "deploy/prometheus/alerts.test.yaml"
 DASHBOARD = ROOT / "deploy/grafana/dashboard.json"
@@ -256,6 +261,181 @@ def deployment_matches_config():
         problems.append("readOnlyRootFilesystem is not set")
     if not spec.get("securityContext", {}).get("runAsNonRoot"):
         problems.append("runAsNonRoot is not set")
+    if problems:
+        fail("\n".join(problems))
+
+
+def secret_env(c, name):
+    """(Secret name, key) of env `name` of container `c`, or None."""
+    ref = ({e["name"]: e for e in c.get("env", [])}.get(name) or {}).get("valueFrom", {}).get("secretKeyRef")
+    return (ref["name"], ref["key"]) if ref else None
+
+
+def worker_container():
+    (deployment,) = [d for d in load_yaml_docs(WORKER_DEPLOYMENT) if d.get("kind") == "Deployment"]
+    spec = deployment["spec"]["template"]["spec"]
+    (c,) = [c for c in spec["containers"] if c["name"] == "tablekeeper"]
+    return deployment, spec, c
+
+
+def worker_deployment():
+    daemon, daemon_spec, daemon_c = container()
+    deployment, spec, c = worker_container()
+    config = yaml.safe_load(K8S_CONFIG.read_text())
+    problems = []
+    if deployment["metadata"]["name"] != "tablekeeper-worker":
+        problems.append(f"the worker Deployment is named {deployment['metadata']['name']!r}")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    if selector.get("app.kubernetes.io/component") != "worker":
+        problems.append(f"the worker selector {selector} does not select component: worker")
+    if selector == daemon["spec"]["selector"]["matchLabels"]:
+        problems.append("the worker selector equals the daemon's: each Deployment would adopt the other's pods")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in selector.items()):
+        problems.append("the pod template's labels do not match the selector")
+    if "replicas" in deployment["spec"]:
+        problems.append("spec.replicas is set: every apply would reset the autoscaler's count")
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("TABLEKEEPER_ROLE", {}).get("value") != "worker":
+        problems.append("TABLEKEEPER_ROLE is not `worker`")
+    if "TABLEKEEPER_ADMIN_TOKEN" in env:
+        problems.append("a worker serves no API: it must not get TABLEKEEPER_ADMIN_TOKEN")
+    if env.get("TABLEKEEPER_REPLICA_ID", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
+        problems.append("TABLEKEEPER_REPLICA_ID is not the pod name")
+    want = secret_env(daemon_c, "TABLEKEEPER_DATABASE_URL")
+    if secret_env(c, "TABLEKEEPER_DATABASE_URL") != want:
+        problems.append(f"TABLEKEEPER_DATABASE_URL does not come from Secret/key {want}")
+    if c.get("image") != daemon_c.get("image"):
+        problems.append(f"image {c.get('image')!r} differs from deployment.yaml's {daemon_c.get('image')!r}")
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    if grace <= seconds(config["shutdown_grace"]):
+        problems.append(
+            f"terminationGracePeriodSeconds {grace} must exceed shutdown_grace {config['shutdown_grace']}"
+        )
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        if ((c.get(probe) or {}).get("httpGet") or {}).get("path") != path:
+            problems.append(f"{probe} is not {path}")
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    for path, m in {m["mountPath"]: m for m in daemon_c.get("volumeMounts", [])}.items():
+        if mounts.get(path, {}).get("subPath") != m.get("subPath") or path not in mounts:
+            problems.append(f"{path} is not mounted as in deployment.yaml")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for v in daemon_spec.get("volumes", []):
+        if "configMap" in v and volumes.get(v["name"], {}).get("configMap") != v["configMap"]:
+            problems.append(f"volume {v['name']} is not the ConfigMap {v['configMap']['name']}")
+    if spec.get("securityContext") != daemon_spec.get("securityContext"):
+        problems.append("the pod securityContext differs from deployment.yaml's")
+    if c.get("securityContext") != daemon_c.get("securityContext"):
+        problems.append("the container securityContext differs from deployment.yaml's")
+    resources = c.get("resources", {})
+    if not resources.get("requests", {}).get("cpu") or not resources.get("limits", {}).get("memory"):
+        problems.append("the worker needs a CPU request (the HPA measures against it) and a memory limit")
+    # The component repeats the base's image mapping: the base's `images:` does not
+    # reach a component's resources.
+    base_images = yaml.safe_load(KUSTOMIZATION.read_text()).get("images")
+    if yaml.safe_load((WORKERS / "kustomization.yaml").read_text()).get("images") != base_images:
+        problems.append(f"workers/kustomization.yaml's images differ from the base's {base_images}")
+    if problems:
+        fail("\n".join(problems))
+
+
+def scaledobject():
+    _, _, daemon_c = container()
+    deployment, _, _ = worker_container()
+    config = yaml.safe_load(K8S_CONFIG.read_text())
+    docs = load_yaml_docs(SCALEDOBJECT)
+    (scaled,) = [d for d in docs if d.get("kind") == "ScaledObject"]
+    auths = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "TriggerAuthentication"}
+    spec = scaled["spec"]
+    problems = []
+    if scaled.get("apiVersion") != "keda.sh/v1alpha1":
+        problems.append(f"apiVersion {scaled.get('apiVersion')}")
+    target = spec.get("scaleTargetRef", {})
+    if target.get("name") != deployment["metadata"]["name"] or target.get("kind", "Deployment") != "Deployment":
+        problems.append(f"scaleTargetRef {target} does not name the worker Deployment")
+    triggers = [t for t in spec.get("triggers", []) if t.get("type") == "postgresql"]
+    if len(triggers) != 1:
+        fail(f"want one postgresql trigger, found {len(triggers)}")
+    (trigger,) = triggers
+    metadata = trigger.get("metadata", {})
+    if metadata.get("targetQueryValue") != str(config["workers"]):
+        problems.append(
+            f"targetQueryValue {metadata.get('targetQueryValue')!r} must be `workers` in tablekeeper.yaml "
+            f"({config['workers']}) as a string"
+        )
+    query = metadata.get("query", "")
+    for table in ("job_tasks", "jobs"):
+        if not re.search(rf"\bFROM\s+{table}\b", query):
+            problems.append(f"the query does not read {table}")
+    auth = auths.get(trigger.get("authenticationRef", {}).get("name"))
+    if auth is None:
+        problems.append("authenticationRef names no TriggerAuthentication in scaledobject.yaml")
+    else:
+        refs = {r["parameter"]: (r["name"], r["key"]) for r in auth["spec"].get("secretTargetRef", [])}
+        want = secret_env(daemon_c, "TABLEKEEPER_DATABASE_URL")
+        if refs.get("connection") != want:
+            problems.append(f"TriggerAuthentication parameter `connection` is {refs.get('connection')}, want {want}")
+    if spec.get("minReplicaCount", 0) > spec.get("maxReplicaCount", 100):
+        problems.append("minReplicaCount above maxReplicaCount")
+    # Scale-in must not come faster than a drain.
+    grace = seconds(config["shutdown_grace"])
+    if spec.get("cooldownPeriod", 300) <= grace:
+        problems.append(f"cooldownPeriod {spec.get('cooldownPeriod', 300)} must exceed shutdown_grace ({grace}s)")
+    behavior = spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("behavior", {})
+    window = behavior.get("scaleDown", {}).get("stabilizationWindowSeconds", 300)
+    if window <= grace:
+        problems.append(f"scaleDown.stabilizationWindowSeconds {window} must exceed shutdown_grace ({grace}s)")
+    if problems:
+        fail("\n".join(problems))
+
+
+def hpa():
+    deployment, _, _ = worker_container()
+    config = yaml.safe_load(K8S_CONFIG.read_text())
+    (autoscaler,) = [d for d in load_yaml_docs(HPA) if d.get("kind") == "HorizontalPodAutoscaler"]
+    spec = autoscaler["spec"]
+    problems = []
+    if autoscaler.get("apiVersion") != "autoscaling/v2":
+        problems.append(f"apiVersion {autoscaler.get('apiVersion')}")
+    if spec.get("scaleTargetRef", {}).get("name") != deployment["metadata"]["name"]:
+        problems.append(f"scaleTargetRef {spec.get('scaleTargetRef')} does not name the worker Deployment")
+    if not any(m.get("type") == "Resource" and m["resource"]["name"] == "cpu" for m in spec.get("metrics", [])):
+        problems.append("no CPU metric")
+    window = spec.get("behavior", {}).get("scaleDown", {}).get("stabilizationWindowSeconds", 300)
+    grace = seconds(config["shutdown_grace"])
+    if window <= grace:
+        problems.append(f"scaleDown.stabilizationWindowSeconds {window} must exceed shutdown_grace ({grace}s)")
+    components = yaml.safe_load((WORKERS_HPA / "kustomization.yaml").read_text()).get("components", [])
+    if "../workers" not in components:
+        problems.append("workers-hpa does not take the worker Deployment from ../workers")
+    if problems:
+        fail("\n".join(problems))
+
+
+def rendered_workers(path, autoscaler):
+    """The render of the base plus a workers component: both Deployments on one image, the
+    worker Deployment once, `autoscaler` present and the other autoscaler absent."""
+    docs = load_yaml_docs(path)
+    kinds = [d.get("kind") for d in docs]
+    deployments = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Deployment"}
+    problems = []
+    if kinds.count("Deployment") != 2 or set(deployments) != {"tablekeeper", "tablekeeper-worker"}:
+        problems.append(f"want Deployments tablekeeper and tablekeeper-worker once each, got {sorted(deployments)}")
+    images = {
+        name: [c["image"] for c in d["spec"]["template"]["spec"]["containers"]]
+        for name, d in deployments.items()
+    }
+    if len({tuple(v) for v in images.values()}) != 1:
+        problems.append(f"the Deployments render different images: {images}")
+    other = {"ScaledObject": "HorizontalPodAutoscaler", "HorizontalPodAutoscaler": "ScaledObject"}[autoscaler]
+    if autoscaler not in kinds:
+        problems.append(f"no {autoscaler}")
+    if other in kinds:
+        problems.append(f"a {other} too: one autoscaler only")
+    if autoscaler == "ScaledObject" and "TriggerAuthentication" not in kinds:
+        problems.append("no TriggerAuthentication")
+    if autoscaler == "HorizontalPodAutoscaler" and "TriggerAuthentication" in kinds:
+        problems.append("a TriggerAuthentication without KEDA")
     if problems:
         fail("\n".join(problems))
 
@@ -474,6 +654,9 @@ check "YAML parses (deploy/kubernetes, deploy/prometheus, deploy/ci)" \
 check "k8s probes: liveness /healthz, readiness /readyz on 8080" py probes
 check "k8s deployment matches daemon config (grace, mounts, port, env, security)" py deployment_matches_config
 check "k8s inventory configMapGenerator lists every inventory file" py inventory_generator_complete
+check "k8s worker Deployment: role worker, image, Secret key, grace, probes, mounts as deployment.yaml" py worker_deployment
+check "k8s ScaledObject: targets the workers, targetQueryValue = workers, Secret, cooldown above grace" py scaledobject
+check "k8s worker HPA: targets the workers on CPU, scale-down window above grace" py hpa
 
 kustomize_build() {
     if command -v kustomize >/dev/null; then
@@ -483,16 +666,33 @@ kustomize_build() {
     fi
 }
 
+# render_overlay COMPONENT: builds an overlay of a copy of the base plus COMPONENT into
+# $work/render-COMPONENT.yaml.
+render_overlay() {
+    local component="$1"
+    [ -d "$work/base" ] || cp -r deploy/kubernetes "$work/base"
+    mkdir -p "$work/overlay-$component"
+    printf 'resources: [../base]\ncomponents: [../base/%s]\n' "$component" >"$work/overlay-$component/kustomization.yaml"
+    kustomize_build "$work/overlay-$component" >"$work/render-$component.yaml"
+}
+
 render_with_component() {
-    mkdir -p "$work/overlay"
-    cp -r deploy/kubernetes "$work/base"
-    printf 'resources: [../base]\ncomponents: [../base/monitoring]\n' >"$work/overlay/kustomization.yaml"
-    kustomize_build "$work/overlay" | grep -q '^kind: ServiceMonitor$'
+    render_overlay monitoring && grep -q '^kind: ServiceMonitor$' "$work/render-monitoring.yaml"
+}
+
+render_workers() {
+    render_overlay workers && py rendered_workers "$work/render-workers.yaml" ScaledObject
+}
+
+render_workers_hpa() {
+    render_overlay workers-hpa && py rendered_workers "$work/render-workers-hpa.yaml" HorizontalPodAutoscaler
 }
 
 if command -v kustomize >/dev/null || command -v kubectl >/dev/null; then
     check "kustomize build deploy/kubernetes" kustomize_build deploy/kubernetes
     check "kustomize build with the monitoring component" render_with_component
+    check "kustomize build with the workers component (ScaledObject, worker Deployment)" render_workers
+    check "kustomize build with the workers-hpa component (HPA, worker Deployment)" render_workers_hpa
 else
     skip "kustomize build (no kustomize or kubectl)"
 fi

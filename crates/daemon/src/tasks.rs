@@ -445,3 +445,79 @@ async fn end(rt: &Runtime, claimed: &ClaimedTask, end: TaskEnd) {
 pub(crate) fn store_error(what: &str, e: &StoreError) -> ExecError {
     ExecError::Store(format!("{what} failed: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+    use tablekeeper_inventory::Operation;
+    use tablekeeper_store::JobId;
+
+    use super::*;
+
+    fn task(n: i32, state: TaskState, replaces: &[i32], commits: &[i64]) -> Task {
+        Task {
+            job_id: JobId(1),
+            task: n,
+            state,
+            worker_id: Some(format!("r{n}/0")),
+            attempt: 1,
+            max_attempts: 3,
+            input: json!({"partition": format!("d={n}"), "values": [], "files": ["a", "b"], "bytes": 10, "version": 4, "replaces": replaces}),
+            result: (state == TaskState::Succeeded)
+                .then(|| json!({"worker_id": format!("r{n}/0"), "report": {"commits": commits, "files_removed": 2, "files_added": 1, "bytes_removed": 10, "bytes_added": 8}})),
+            error: (state == TaskState::Failed).then(|| "disk full".to_owned()),
+            lease_expires_at: None,
+            created_at: Utc::now(),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_replanned_task_is_stale_until_a_later_task_takes_it_over() {
+        let tasks = vec![
+            task(0, TaskState::Succeeded, &[], &[5]),
+            task(1, TaskState::Replanned, &[], &[]),
+            task(2, TaskState::Replanned, &[], &[]),
+        ];
+        assert_eq!(stale(&tasks), vec![1, 2]);
+        let mut tasks = tasks;
+        tasks.push(task(3, TaskState::Succeeded, &[1, 2], &[7]));
+        assert!(stale(&tasks).is_empty());
+    }
+
+    #[test]
+    fn the_report_adds_up_the_tasks_and_says_who_ran_which() {
+        let spec = crate::planner::tests::spec("");
+        let tasks = vec![
+            task(0, TaskState::Succeeded, &[], &[6]),
+            task(1, TaskState::Replanned, &[], &[]),
+            task(2, TaskState::Succeeded, &[1], &[5]),
+        ];
+        let report = report(&spec, Operation::Compact, &tasks, Duration::from_secs(2));
+        assert_eq!(report.commits, vec![5, 6]);
+        assert_eq!(report.version_after, Some(6));
+        assert_eq!(report.version_before, 4);
+        assert_eq!((report.files_removed, report.files_added), (4, 2));
+        assert_eq!(report.tasks.len(), 3);
+        assert_eq!(report.tasks[2].worker_id.as_deref(), Some("r2/0"));
+        assert_eq!(report.tasks[2].commits, vec![5]);
+        assert_eq!(report.tasks[1].state, "replanned");
+        assert!(report.skipped.is_none());
+    }
+
+    #[test]
+    fn a_failed_job_names_the_failed_task_and_what_committed() {
+        let tasks = vec![
+            task(0, TaskState::Succeeded, &[], &[6]),
+            task(1, TaskState::Failed, &[], &[]),
+        ];
+        let why = failure(&tasks);
+        assert!(
+            why.contains("task 1 failed after 1 attempts: disk full"),
+            "{why}"
+        );
+        assert!(why.contains("task 0 at versions [6]"), "{why}");
+    }
+}

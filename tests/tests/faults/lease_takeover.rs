@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
+use tablekeeper_delta::fixtures::SmallFiles;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::{assert_no_overlap, wait_until};
 use tablekeeper_tests::proxy::PgProxy;
 use tablekeeper_tests::setup::{
-    daemon_env, latest_version, rows, serial, sizeable_table, trigger, InventoryFile, TableEntry,
+    daemon_env, latest_version, rows, serial, small_file_table, trigger, InventoryFile, TableEntry,
 };
 use tablekeeper_tests::Daemon;
 
@@ -83,8 +84,20 @@ async fn cut_off_scenario(cut: CutOff) {
     let table = dir.path().join("big");
     // Z-ordering it takes about 4 s in a debug build here, well past the abandon deadline
     // (1.5 s for a 2 s lease); Z-order rewrites files exactly like compaction (same hazard)
-    // but costs several times more per row, so the table can stay small.
-    let before = sizeable_table(&table, 25_000).await.unwrap();
+    // but costs several times more per row, so the table can stay small. Unpartitioned, so
+    // the job is one unit that one worker runs whole (a job split into tasks is cut off and
+    // taken over task by task: `tasks.rs`).
+    let before = small_file_table(
+        &table,
+        &SmallFiles {
+            partitions: 0,
+            files_per_partition: 40,
+            rows_per_file: 75_000,
+            payload_bytes: 24,
+        },
+    )
+    .await
+    .unwrap();
     let last_version = latest_version(&table).unwrap();
     let inv = InventoryFile::write(
         dir.path(),
@@ -92,7 +105,7 @@ async fn cut_off_scenario(cut: CutOff) {
         &[TableEntry {
             name: "faults.big",
             path: &table,
-            extra: "    layout:\n      partition_by: [day]\n      zorder: [user_id]\n",
+            extra: "    layout:\n      zorder: [user_id]\n",
         }],
     )
     .unwrap();

@@ -172,6 +172,21 @@ async fn spread(operation: &str, kill: bool) {
                 .await
                 .unwrap();
         assert_eq!(state, "running", "the kill landed after the task ended");
+        // the job waits for the dead replica's task: its progress is on the table's page
+        let page_from = daemons
+            .iter()
+            .find(|d| d.name != "w3" && d.name != victim)
+            .unwrap();
+        let page = reqwest::get(format!("{}/tables/t", page_from.base_url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            page.contains("<progress") && page.contains(&format!("job {job} {operation}")),
+            "no progress bar on the table page:\n{page}"
+        );
         killed = Some((victim, task));
     }
 
