@@ -163,9 +163,9 @@ async fn run(
         .error_for_status()?
         .json()
         .await?;
-    let id = job["id"]
+    let id = job["job"]["id"]
         .as_i64()
-        .context("the trigger returned no job id")?;
+        .with_context(|| format!("the trigger returned no job id: {job}"))?;
     let detail = loop {
         let detail: serde_json::Value = client
             .get(format!("{}/api/v1/jobs/{id}", started[0].base))
