@@ -247,7 +247,21 @@ pub async fn refresh_failure_streaks(rt: &Runtime) {
     }
 }
 
-async fn refresh_store_gauges(rt: &Runtime) {
+/// A `role: worker` replica's refresher: only the fleet-wide job and task counts, so every
+/// replica exports the same `tablekeeper_jobs` and `tablekeeper_tasks` (a worker probes and
+/// publishes no table).
+pub async fn count_refresher(rt: Arc<Runtime>, stop: CancellationToken) {
+    loop {
+        refresh_counts(&rt).await;
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}
+
+/// Jobs and tasks per state, fleet-wide from the job table.
+async fn refresh_counts(rt: &Runtime) {
     match rt.store.counts_by_state().await {
         Ok(counts) => rt.metrics.set_job_counts(&counts),
         Err(e) => warn!(error = %e, "cannot read job counts"),
@@ -256,6 +270,10 @@ async fn refresh_store_gauges(rt: &Runtime) {
         Ok(counts) => rt.metrics.set_task_counts(&counts),
         Err(e) => warn!(error = %e, "cannot read task counts"),
     }
+}
+
+async fn refresh_store_gauges(rt: &Runtime) {
+    refresh_counts(rt).await;
     refresh_failure_streaks(rt).await;
     match rt.store.last_success().await {
         Ok(rows) => rt.fleet.set_store_successes(

@@ -1,8 +1,8 @@
 //! `tablekeeper run`: assembles a replica — job store, fleet state, cron schedules,
 //! workers, reaper, refresher, probe sharing, inventory reloads and HTTP — and drains it on
 //! SIGTERM/SIGINT. A `role: worker` replica assembles only the workers, the reaper, the
-//! read side of probe sharing (VACUUM's referrers come from the others' probes) and
-//! health/metrics HTTP: no schedules, no probes, no dashboard.
+//! read side of probe sharing (VACUUM's referrers come from the others' probes), the job and
+//! task counts, and health/metrics HTTP: no schedules, no probes, no dashboard.
 //!
 //! Shutdown order: mutating routes refuse (and `/readyz` turns 503), workers stop
 //! claiming, the scheduler stops, running jobs get `shutdown_grace` to finish, the rest
@@ -167,12 +167,17 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     sharing.pass(&rt).await;
     let background_stop = rt.shutdown.clone();
     let reaper = rt.spawn(background::reaper(Arc::clone(&rt), background_stop.clone()));
-    let refresher = planning.then(|| {
+    let refresher = if planning {
         rt.spawn(background::refresher(
             Arc::clone(&rt),
             background_stop.clone(),
         ))
-    });
+    } else {
+        rt.spawn(background::count_refresher(
+            Arc::clone(&rt),
+            background_stop.clone(),
+        ))
+    };
     let sharing = rt.spawn(background::share_probes(
         Arc::clone(&rt),
         background_stop.clone(),
@@ -234,9 +239,7 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
     // nothing new starts from here: no tick, no probe round, no loop iteration
     rt.shutdown.cancel();
     let _ = reaper.await;
-    if let Some(refresher) = refresher {
-        let _ = refresher.await;
-    }
+    let _ = refresher.await;
     let _ = sharing.await;
     // the others take this replica's tables over now rather than when it ages out
     if let Err(e) = rt.store.leave_replica(&rt.config.replica_id).await {
