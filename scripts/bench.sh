@@ -11,6 +11,8 @@
 #            deltalake's DeltaTable() load and update_incremental();
 #   fleet    the real `tablekeeper run` with 10, 1,000 and 10,000 tables: validate time,
 #            start-up, RSS, /metrics scrape, enqueue of one job per table;
+#   codecs   the output codec's size/time trade-off of a decoded compaction (deltalake's
+#            OPTIMIZE, the engine both sides decode with; scripts/bench-codecs.py);
 #   tasks    one compaction of a 12-partition table as tasks on 3 replicas of the real binary
 #            (2 planning, 1 worker) vs python deltalake's optimize.compact on a copy: per-task
 #            time and job-store overhead, tasks per replica, estimated wall time for N pods.
@@ -22,7 +24,7 @@
 #   BENCH_SKIP_BUILD=1             use the binaries already built (CI after its own cargo build)
 #   BENCH_PROFILE                  debug (default) or release build of tk-bench and tablekeeper
 #   BENCH_TK_BENCH                 another tk-bench binary to drive the runs (e.g. a debug one beside a release tablekeeper)
-#   BENCH_ONLY                     space-separated subset of "jobs compact rewrite growth probe fleet tasks"
+#   BENCH_ONLY                     space-separated subset of "jobs compact codecs rewrite growth probe fleet tasks"
 #   BENCH_FLEET_REPLICAS           replicas of `tablekeeper run` in the fleet section, on one job store (default 1)
 #   BENCH_FLEET_SIZES              its table counts, comma-separated (default 10,1000,10000; smoke 10,100)
 #   BENCH_COMPACT_ROWS             rows per file of the decoded compaction table (default 20000: 400 files,
@@ -48,7 +50,9 @@ PG_URL="${TABLEKEEPER_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/post
 PROFILE="${BENCH_PROFILE:-debug}"
 # pinned: the python engine we compare against (latest on PyPI when this was written)
 PY_DELTALAKE_VERSION="1.6.6"
-ONLY="${BENCH_ONLY:-jobs compact rewrite growth probe fleet tasks}"
+# the codecs section builds its table with pyarrow (as scripts/test-env.sh pins it)
+PY_PYARROW_VERSION="26.0.1"
+ONLY="${BENCH_ONLY:-jobs compact codecs rewrite growth probe fleet tasks}"
 # smoke and release figures go to their own folders so they never overwrite or mix with
 # the full debug run's (the one BENCHMARKS.md quotes)
 RESULTS=bench-results
@@ -68,8 +72,8 @@ fi
 
 for section in $ONLY; do
   case "$section" in
-    jobs|compact|rewrite|growth|probe|fleet|tasks) ;;
-    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact rewrite growth probe fleet tasks)" >&2; exit 2 ;;
+    jobs|compact|codecs|rewrite|growth|probe|fleet|tasks) ;;
+    *) echo "BENCH_ONLY: unknown section '$section' (use jobs compact codecs rewrite growth probe fleet tasks)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
@@ -118,8 +122,8 @@ echo "== python venv ($VENV, deltalake==$PY_DELTALAKE_VERSION)" >&2
 if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import deltalake, sys; sys.exit(deltalake.__version__ != '$PY_DELTALAKE_VERSION')" 2>/dev/null; then
-  "$VENV/bin/pip" install -q "deltalake==$PY_DELTALAKE_VERSION" >&2
+if ! "$VENV/bin/python" -c "import deltalake, pyarrow, sys; sys.exit(deltalake.__version__ != '$PY_DELTALAKE_VERSION' or pyarrow.__version__ != '$PY_PYARROW_VERSION')" 2>/dev/null; then
+  "$VENV/bin/pip" install -q "deltalake==$PY_DELTALAKE_VERSION" "pyarrow==$PY_PYARROW_VERSION" >&2
 fi
 PY="$VENV/bin/python"
 
@@ -223,6 +227,13 @@ PY_ZORDER
       >"$OUT-cp.json"
     rm -rf "$FLOOR"
   done
+fi
+
+# codecs: the output codec's size/time trade-off of one decoded compaction ------------------
+if wants codecs; then
+  echo "== python deltalake optimize.compact per output codec (scripts/bench-codecs.py)" >&2
+  "$PY" scripts/bench-codecs.py bench-data/codecs $SMOKE >"$RESULTS/codecs.json"
+  rm -rf bench-data/codecs
 fi
 
 # rewrite: peak RSS of `tablekeeper maintain` rewriting one ~2 GB partition -----------------
@@ -475,6 +486,17 @@ if growth:
     print(f"| probe before the scheduled compaction | {first['scheduled_probe_seconds']:.3f} s | {last['scheduled_probe_seconds']:.3f} s | {pr:.2f} | {mpr:.2f} | - | - |")
     print()
 
+codecs = load("codecs.json")
+if codecs:
+    base = next((c for c in codecs["codecs"] if c["codec"] == "zstd(4)"), None)
+    print(f"| decoded compaction, {codecs['input_files']} files / {codecs['input_bytes'] / 1e6:.1f} MB, output codec | time | output | time vs zstd(4) | size vs zstd(4) |")
+    print("|---|---|---|---|---|")
+    for c in codecs["codecs"]:
+        t = c["seconds"] / base["seconds"] if base else float("nan")
+        b = c["output_bytes"] / base["output_bytes"] if base else float("nan")
+        print(f"| {c['codec']} | {c['seconds']:.2f} s | {c['output_bytes'] / 1e6:.1f} MB | {t:.2f}x | {b:.2f}x |")
+    print()
+
 probe, pyprobe = load("probe.json"), load("probe-python.json")
 if probe and pyprobe:
     cold = probe["cold_probe_seconds"] / pyprobe["load_seconds"]
@@ -486,6 +508,8 @@ if probe and pyprobe:
     print("|---|---|---|---|")
     print(f"| cold: Prober::probe vs DeltaTable() | {probe['cold_probe_seconds']:.2f} s | {pyprobe['load_seconds']:.2f} s | {cold:.2f}x time |")
     print(f"| cold: vs DeltaTable() + get_add_actions() | {probe['cold_probe_seconds']:.2f} s | {pyprobe['load_seconds'] + pyprobe['add_actions_seconds']:.2f} s | {cold_actions:.2f}x time |")
+    if "first_damage_check_ended_seconds" in probe:
+        print(f"| (its first damage check, beside the probe: ended at) | {probe['first_damage_check_ended_seconds']:.2f} s | - | - |")
     print(f"| (deltalake's own table load inside tk-bench) | {probe['deltalake_load_seconds']:.2f} s | - | - |")
     print(f"| (floor: one object-store listing of the table root, {probe['objects_listed']:,} objects) | {probe['object_store_listing_seconds']:.2f} s | - | - |")
     print(f"| (floor: reading and parsing every JSON commit) | {probe['read_all_json_commits_seconds']:.2f} s | - | - |")

@@ -90,8 +90,14 @@ pub fn table_url(uri: &str) -> Result<Url, DeltaError> {
 /// location without a `_delta_log` is a permanent [`DeltaError::NotADeltaTable`].
 pub async fn open_table(uri: &str) -> Result<DeltaTable, DeltaError> {
     let mut table = build_table(uri).await?;
-    table.load().await.map_err(|err| map_open_error(uri, err))?;
+    load_latest(uri, &mut table).await?;
     Ok(table)
+}
+
+/// Loads a handle from [`build_table`] at the latest version. Apart from [`open_table`] for
+/// a caller that reads the log through the handle's stores while the snapshot loads.
+pub(crate) async fn load_latest(uri: &str, table: &mut DeltaTable) -> Result<(), DeltaError> {
+    table.load().await.map_err(|err| map_open_error(uri, err))
 }
 
 /// Opens the table at `uri` as of `version` (time travel).
@@ -105,7 +111,7 @@ pub(crate) async fn open_table_at(uri: &str, version: u64) -> Result<DeltaTable,
 }
 
 /// Builds an unloaded table handle and checks that `_delta_log` exists.
-async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
+pub(crate) async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
     register_handlers();
     let url = table_url(uri)?;
     if url.scheme() == "file" {

@@ -5,6 +5,7 @@
 //! thread: a snapshot can hold millions of files. It reads the log state only, never data files.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use deltalake::DeltaTable;
 
@@ -76,6 +77,86 @@ pub(crate) async fn active_files(
         table: uri.to_owned(),
         reason: format!("snapshot walk panicked: {err}"),
     })?
+}
+
+/// The active files of one version, kept up to date commit by commit: a re-probe applies the
+/// commits it reads instead of walking the snapshot again.
+#[derive(Debug, Default)]
+pub(crate) struct LiveFiles {
+    /// Shared with a damage check running beside the probes ([`LiveFiles::shared`]); a commit
+    /// applied meanwhile copies them first.
+    files: Arc<Vec<ActiveFile>>,
+    /// Position of each file in `files`, by path.
+    index: HashMap<String, usize>,
+}
+
+impl LiveFiles {
+    pub(crate) fn new(files: Vec<ActiveFile>) -> Self {
+        let index = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.path.clone(), i))
+            .collect();
+        LiveFiles {
+            files: Arc::new(files),
+            index,
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[ActiveFile] {
+        &self.files
+    }
+
+    /// The files as they are now, for a task that outlives the borrow.
+    pub(crate) fn shared(&self) -> Arc<Vec<ActiveFile>> {
+        Arc::clone(&self.files)
+    }
+
+    /// Applies a commit's removes, then its adds (the protocol's reconciliation: a file is
+    /// its path; a new deletion vector is a remove and an add of the same path). Partition
+    /// values are keyed by logical names through `names` (physical → logical, empty when the
+    /// table does not map its columns).
+    pub(crate) fn apply(
+        &mut self,
+        removes: &[FileAction],
+        adds: &[FileAction],
+        names: &HashMap<String, String>,
+    ) {
+        for removed in removes {
+            self.remove(&removed.path);
+        }
+        for added in adds {
+            let file = ActiveFile {
+                path: added.path.clone(),
+                size: added.size.unwrap_or(0),
+                partition_values: crate::rewrite::column_mapping::logical_values(
+                    added.partition_values.clone(),
+                    names,
+                ),
+                num_records: added.num_records,
+                deletion_vector: added.deletion_vector.clone(),
+            };
+            let files = Arc::make_mut(&mut self.files);
+            match self.index.get(&file.path) {
+                Some(&i) => files[i] = file,
+                None => {
+                    self.index.insert(file.path.clone(), files.len());
+                    files.push(file);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, path: &str) {
+        let Some(i) = self.index.remove(path) else {
+            return;
+        };
+        let files = Arc::make_mut(&mut self.files);
+        files.swap_remove(i);
+        if let Some(moved) = files.get(i) {
+            self.index.insert(moved.path.clone(), i);
+        }
+    }
 }
 
 /// The highest row id an active file of `snapshot` holds by its `baseRowId` (row tracking),
@@ -158,4 +239,67 @@ pub(crate) fn needed_files(files: &[ActiveFile]) -> HashSet<String> {
 /// The set of active paths.
 pub(crate) fn paths(files: &[ActiveFile]) -> HashSet<String> {
     files.iter().map(|f| f.path.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::read::Commit;
+
+    fn commit(lines: &[&str]) -> Commit {
+        Commit::parse(1, lines.join("\n").as_bytes()).expect("parses")
+    }
+
+    fn paths(live: &LiveFiles) -> Vec<(String, u64)> {
+        let mut paths: Vec<(String, u64)> = live
+            .as_slice()
+            .iter()
+            .map(|f| (f.path.clone(), f.size))
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    #[test]
+    fn commits_apply_removes_then_adds_by_path() {
+        let mut live = LiveFiles::default();
+        let adds = commit(&[
+            r#"{"add":{"path":"a","size":1,"partitionValues":{},"dataChange":true}}"#,
+            r#"{"add":{"path":"b","size":2,"partitionValues":{},"dataChange":true}}"#,
+            r#"{"add":{"path":"c","size":3,"partitionValues":{},"dataChange":true}}"#,
+        ]);
+        live.apply(&adds.removes, &adds.adds, &HashMap::new());
+        // a removed file in the middle: the one moved into its place stays findable
+        let rewrite = commit(&[
+            r#"{"remove":{"path":"a","dataChange":false}}"#,
+            r#"{"add":{"path":"d","size":4,"partitionValues":{},"dataChange":false}}"#,
+        ]);
+        live.apply(&rewrite.removes, &rewrite.adds, &HashMap::new());
+        // a new deletion vector is a remove and an add of one path
+        let dv = commit(&[
+            r#"{"remove":{"path":"c","dataChange":true}}"#,
+            r#"{"add":{"path":"c","size":30,"partitionValues":{},"dataChange":true}}"#,
+        ]);
+        live.apply(&dv.removes, &dv.adds, &HashMap::new());
+        let gone = commit(&[r#"{"remove":{"path":"c","dataChange":true}}"#]);
+        live.apply(&gone.removes, &gone.adds, &HashMap::new());
+        assert_eq!(paths(&live), vec![("b".to_owned(), 2), ("d".to_owned(), 4)]);
+        // removing what is not there changes nothing
+        live.apply(&gone.removes, &gone.adds, &HashMap::new());
+        assert_eq!(live.as_slice().len(), 2);
+    }
+
+    #[test]
+    fn partition_values_are_keyed_by_logical_names() {
+        let mut live = LiveFiles::default();
+        let add = commit(&[
+            r#"{"add":{"path":"p","size":1,"partitionValues":{"col-5f1a":"x"},"dataChange":true}}"#,
+        ]);
+        let names = HashMap::from([("col-5f1a".to_owned(), "day".to_owned())]);
+        live.apply(&add.removes, &add.adds, &names);
+        assert_eq!(
+            live.as_slice()[0].partition_values,
+            HashMap::from([("day".to_owned(), Some("x".to_owned()))])
+        );
+    }
 }

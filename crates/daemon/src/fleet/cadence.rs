@@ -39,20 +39,32 @@ pub(crate) enum Seen {
     Unchanged,
     /// A new version, a first probe, or a failed probe (retried at the active interval).
     Moved,
+    /// The table's first damage check still runs beside the probe: probed again after
+    /// [`CHECK_FOLLOW_UP`] (or the active interval, when shorter) to take its verdict, so
+    /// damage present at start-up is reported within seconds of the listing's end.
+    CheckPending,
 }
+
+/// How soon a table whose first damage check is still running is probed again: each such
+/// probe costs one LIST of its log.
+pub(crate) const CHECK_FOLLOW_UP: Duration = Duration::from_secs(5);
 
 impl Cadence {
     /// The rhythm after a probe at `now`.
     pub(crate) fn after_probe(self, seen: Seen, now: Instant, intervals: ProbeIntervals) -> Self {
         let idle_probes = match seen {
             Seen::Unchanged => self.idle_probes.saturating_add(1),
-            Seen::Moved => 0,
+            Seen::Moved | Seen::CheckPending => 0,
+        };
+        let wait = match seen {
+            Seen::CheckPending => CHECK_FOLLOW_UP.min(intervals.active),
+            Seen::Unchanged | Seen::Moved => wait(idle_probes, intervals),
         };
         Cadence {
             idle_probes,
             // an interval so long it overflows the clock means "not in this process's life"
             next_probe_at: Some(
-                now.checked_add(wait(idle_probes, intervals))
+                now.checked_add(wait)
                     .unwrap_or(now + Duration::from_secs(100 * 365 * 86_400)),
             ),
         }
@@ -118,6 +130,24 @@ mod tests {
         active: Duration::from_secs(60),
         max: Duration::from_secs(900),
     };
+
+    #[test]
+    fn a_pending_first_check_is_followed_up_within_seconds_and_resets_idling() {
+        let start = Instant::now();
+        let idle = Cadence {
+            idle_probes: 3,
+            next_probe_at: None,
+        };
+        let pending = idle.after_probe(Seen::CheckPending, start, INTERVALS);
+        assert_eq!(pending.idle_probes, 0);
+        assert_eq!(pending.next_probe_at, Some(start + CHECK_FOLLOW_UP));
+        let short = ProbeIntervals {
+            active: Duration::from_secs(1),
+            max: Duration::from_secs(10),
+        };
+        let pending = idle.after_probe(Seen::CheckPending, start, short);
+        assert_eq!(pending.next_probe_at, Some(start + Duration::from_secs(1)));
+    }
 
     #[test]
     fn an_idle_table_waits_twice_as_long_each_time_up_to_the_max() {

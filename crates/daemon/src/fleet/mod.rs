@@ -108,6 +108,8 @@ pub(crate) struct Fleet {
     clock: Clock,
     /// How often each table's restore drill runs.
     restore_drill_every: Duration,
+    /// Whether a table's first damage check runs beside its first probe.
+    first_check_beside: bool,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
@@ -119,6 +121,9 @@ pub(crate) struct FleetOptions {
     pub clock: Clock,
     /// How often each table's restore drill runs (`restore_drill_every`).
     pub restore_drill_every: Duration,
+    /// Run each table's first damage check beside its first probe
+    /// (`ProbeOptions::first_check_beside`): a daemon does; a command that probes once does not.
+    pub first_check_beside: bool,
 }
 
 impl FleetOptions {
@@ -133,6 +138,7 @@ impl FleetOptions {
             loaded_snapshots: 1,
             clock: Clock::default(),
             restore_drill_every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
+            first_check_beside: false,
         }
     }
 }
@@ -148,6 +154,7 @@ impl Fleet {
             peers: RwLock::default(),
             clock: options.clock,
             restore_drill_every: options.restore_drill_every,
+            first_check_beside: options.first_check_beside,
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -251,6 +258,7 @@ impl Fleet {
                 allow_short_retention: spec.retention.allow_short_retention,
                 every: self.restore_drill_every,
             }),
+            first_check_beside: self.first_check_beside,
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
         // on the Delta runtime: a log replay computes without yielding for as long as the
@@ -283,6 +291,7 @@ impl Fleet {
             Ok(probe) => {
                 self.update_state(&spec.name, |s| {
                     let seen = match &s.probe {
+                        _ if probe.damage_check_pending => Seen::CheckPending,
                         Some(previous) if previous.version == probe.version => Seen::Unchanged,
                         _ => Seen::Moved,
                     };

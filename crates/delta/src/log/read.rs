@@ -157,25 +157,6 @@ impl LogListing {
     }
 }
 
-/// Whether the log has a JSON commit newer than `after`: one LIST request from `after` on,
-/// ending at the first commit found. An idle table's probe is this one request.
-pub(crate) async fn has_commit_after(
-    store: &dyn ObjectStore,
-    table: &str,
-    after: u64,
-) -> Result<bool, DeltaError> {
-    let prefix = Path::from("_delta_log");
-    let offset = commit_uri_from_version(Some(after));
-    let mut entries = store.list_with_offset(Some(&prefix), &offset);
-    while let Some(entry) = entries.next().await {
-        let meta = entry.map_err(|err| DeltaError::store(table, "listing _delta_log", err))?;
-        if newer_commit(&meta.location, after).is_some() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// The version of a JSON commit directly in `_delta_log` newer than `after`.
 fn newer_commit(location: &Path, after: u64) -> Option<u64> {
     if location.parts().count() != 2 {

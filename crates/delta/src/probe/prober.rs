@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::DeltaError;
 use crate::features::maintainable::TableProtocol;
 use crate::log::history::CommitRecord;
-use crate::log::read::{commits_since, last_checkpoint, LastCheckpoint};
+use crate::log::read::{commits_after, commits_since, last_checkpoint, LastCheckpoint};
 use crate::log::read::{list_log, partition_key, read_commits, Commit};
 use crate::open::open_table;
 use crate::probe::drill::{DrillOptions, RestoreDrill};
@@ -36,7 +36,7 @@ use crate::probe::erasure::ErasureLedger;
 use crate::probe::presence::explain_load_failure;
 use crate::rewrite::compact::{small_file_threshold, DEFAULT_SMALL_FILE_FACTOR};
 use crate::rewrite::zorder::{files_added_since, FilesAddedSince};
-use crate::snapshot::{active_files, ActiveFile};
+use crate::snapshot::{active_files, ActiveFile, LiveFiles};
 use crate::watch::stale::{count_stale_rows, StaleWatch, StaleWrite, DEFAULT_STALE_WATCH};
 
 /// One hour, the window of `commits_per_hour`.
@@ -50,6 +50,9 @@ pub const DEFAULT_PRESENCE_EVERY: Duration = Duration::from_secs(3600);
 /// A probe that finds more files added since the last listing than this lists the table
 /// again instead of asking for each one.
 const MAX_FILES_ASKED_FOR: usize = 100;
+
+/// First damage checks a prober runs beside the probes at once (each one listing of a table).
+pub const FIRST_CHECKS_AT_ONCE: usize = 2;
 
 /// How often it re-checks a table whose version has not moved since the last check
 /// ([`ProbeOptions::presence_idle_every`]).
@@ -84,6 +87,14 @@ pub struct ProbeOptions {
     pub now: Option<Instant>,
     /// The restore drill's inputs; `None`: no drill (see [`crate::probe::drill`]).
     pub drill: Option<DrillOptions>,
+    /// Run a table's first damage check beside its first probe instead of inside it (default
+    /// `false`): the probe returns its figures without waiting for the listing (on a table of
+    /// 100,000 files the listing is most of a cold probe), with
+    /// [`Probe::damage_check_pending`] set, and a missing file is reported by the first probe
+    /// after the listing ends. At most [`FIRST_CHECKS_AT_ONCE`] run at once per prober; past
+    /// that the check runs inside the probe. The daemon sets it (it probes every table again
+    /// within one probe interval); one-shot callers (`plan`, `maintain`) do not.
+    pub first_check_beside: bool,
 }
 
 impl ProbeOptions {
@@ -97,6 +108,7 @@ impl ProbeOptions {
             stale_watch: DEFAULT_STALE_WATCH,
             now: None,
             drill: None,
+            first_check_beside: false,
         }
     }
 }
@@ -211,6 +223,11 @@ pub struct Probe {
     /// them costs; `None` before the first one.
     #[serde(default)]
     pub restore_drill: Option<RestoreDrill>,
+    /// The table's first damage check is still running beside the probes
+    /// ([`ProbeOptions::first_check_beside`]): no listing has yet proved every active file
+    /// present. Its verdict comes with the first probe after it ends.
+    #[serde(default)]
+    pub damage_check_pending: bool,
 }
 
 impl Probe {
@@ -375,12 +392,88 @@ impl History {
     }
 }
 
+/// What a probe reads of a table's files, kept at the newest version probed. A re-probe
+/// applies the new commits to it (read once, for history too) instead of updating deltalake's
+/// snapshot and walking every active file again; the snapshot is brought to this version only
+/// when something needs it (a listing, the restore drill, Z-order scoping).
+#[derive(Debug)]
+struct Live {
+    version: u64,
+    files: LiveFiles,
+    /// Protocol, metadata and partition columns: a commit changing them reloads the snapshot.
+    protocol: TableProtocol,
+    /// Partition columns' logical names by physical name (column-mapped tables).
+    names: HashMap<String, String>,
+}
+
+impl Live {
+    /// The loaded table's files, walked once.
+    async fn of(uri: &str, table: &DeltaTable) -> Result<Live, DeltaError> {
+        let snapshot = table
+            .snapshot()
+            .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;
+        Ok(Live {
+            version: crate::open::loaded_version(uri, table)?,
+            names: crate::rewrite::column_mapping::partition_names(snapshot.snapshot()),
+            protocol: TableProtocol::of(uri, table)?,
+            files: LiveFiles::new(active_files(table, uri).await?),
+        })
+    }
+}
+
+/// Every JSON commit the log held at a table's first sight, read for its history.
+#[derive(Debug)]
+struct WholeLog {
+    /// The commit versions listed, ascending.
+    listed: Vec<u64>,
+    /// The commits read (one removed by log cleanup after the listing is absent).
+    commits: Vec<Commit>,
+}
+
+impl WholeLog {
+    async fn read(
+        store: deltalake::logstore::ObjectStoreRef,
+        log_store: deltalake::logstore::LogStoreRef,
+        uri: String,
+    ) -> Result<WholeLog, DeltaError> {
+        let listing = list_log(store.as_ref(), &uri).await?;
+        let listed: Vec<u64> = listing.commits.keys().copied().collect();
+        let commits = read_commits(log_store.as_ref(), &uri, listed.iter().copied())
+            .await?
+            .into_iter()
+            .filter_map(|(_, commit)| commit)
+            .collect();
+        Ok(WholeLog { listed, commits })
+    }
+}
+
+/// The first damage check of a table, running beside its probes.
+#[derive(Debug)]
+struct FirstCheck {
+    /// When it started, and the version whose files it checks.
+    started: Instant,
+    version: u64,
+    check: tokio::task::JoinHandle<Result<(), DeltaError>>,
+}
+
 /// A table, loaded or not, and what its history told us so far.
 #[derive(Debug)]
 struct Tracked {
-    /// `None` once unloaded to stay under the cap; reopened at the next probe.
+    /// `None` once unloaded to stay under the cap; reopened at the next probe. Its snapshot
+    /// may be older than `live` (see [`Live`]).
     table: Option<DeltaTable>,
+    /// `None` while `table` is.
+    live: Option<Live>,
+    /// Commits read while catching up and not yet taken into the history.
+    fresh: Vec<Commit>,
+    /// The log read at first sight beside the load, until the history takes it.
+    whole_log: Option<WholeLog>,
+    /// The first damage check, while it runs beside the probes.
+    first_check: Option<FirstCheck>,
+    /// Whether a damage check (a listing) ever started for this table in this prober.
+    checked_once: bool,
     history: History,
+
     /// When the last damage check (a listing) found every file present, and at which version.
     presence_ok_at: Option<(Instant, u64)>,
     /// Data files added by the commits read since then, not yet seen in storage.
@@ -399,6 +492,8 @@ pub const DEFAULT_LOADED_SNAPSHOTS: usize = 500;
 #[derive(Debug)]
 pub struct Prober {
     tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Tracked>>>>>,
+    /// Slots for first damage checks beside the probes ([`FIRST_CHECKS_AT_ONCE`]).
+    first_checks: Arc<tokio::sync::Semaphore>,
     /// The tables whose snapshot is loaded, with their active file count (the cost of
     /// loading them again).
     loaded: Mutex<HashMap<String, u64>>,
@@ -429,6 +524,7 @@ impl Prober {
     pub fn with_loaded_snapshots(max_loaded: usize) -> Self {
         Prober {
             tables: Mutex::default(),
+            first_checks: Arc::new(tokio::sync::Semaphore::new(FIRST_CHECKS_AT_ONCE)),
             loaded: Mutex::default(),
             max_loaded: max_loaded.max(1),
         }
@@ -475,7 +571,7 @@ impl Prober {
             victim
         };
         if victim == uri {
-            tracked.table = None;
+            tracked.unload();
             return;
         }
         let slot = self
@@ -487,7 +583,7 @@ impl Prober {
         if let Some(slot) = slot {
             if let Ok(mut guard) = slot.try_lock() {
                 if let Some(other) = guard.as_mut() {
-                    other.table = None;
+                    other.unload();
                 }
             }
         }
@@ -506,39 +602,22 @@ impl Prober {
     pub async fn probe(&self, uri: &str, options: &ProbeOptions) -> Result<Probe, DeltaError> {
         let slot = self.slot(uri);
         let mut guard = slot.lock().await;
-        let tracked = match guard.take() {
-            Some(mut tracked) => {
-                match tracked.table.as_mut() {
-                    Some(table) => {
-                        if let Err(err) = refresh(table, uri).await {
-                            *guard = Some(tracked);
-                            return Err(explain_load_failure(uri, err).await);
-                        }
-                    }
-                    None => match open_table(uri).await {
-                        Ok(table) => tracked.table = Some(table),
-                        Err(err) => {
-                            *guard = Some(tracked);
-                            return Err(explain_load_failure(uri, err).await);
-                        }
-                    },
-                }
-                tracked
+        let seen = guard.is_some();
+        let mut tracked = guard
+            .take()
+            .unwrap_or_else(|| Tracked::new(options.stale_watch));
+        if let Err(err) = tracked.catch_up(uri).await {
+            // a table seen before keeps its history for the next attempt
+            if seen {
+                *guard = Some(tracked);
             }
-            None => match open_table(uri).await {
-                Ok(table) => Tracked {
-                    table: Some(table),
-                    history: History::new(options.stale_watch),
-                    presence_ok_at: None,
-                    unverified: HashSet::new(),
-                    checkpoint_at: None,
-                    drill: None,
-                },
-                Err(err) => return Err(explain_load_failure(uri, err).await),
-            },
-        };
+            return Err(explain_load_failure(uri, err).await);
+        }
         let tracked = guard.insert(tracked);
-        let result = probe_tracked(uri, tracked, options).await;
+        let first_checks = options
+            .first_check_beside
+            .then(|| Arc::clone(&self.first_checks));
+        let result = probe_tracked(uri, tracked, options, first_checks).await;
         // a failed probe keeps the table loaded (it is retried soon), counted as before
         let files = match &result {
             Ok(probe) => probe.files,
@@ -584,64 +663,183 @@ impl Prober {
         }
     }
 
-    /// Data files added after `since_version` (for Z-order scoping), from the tracked table.
+    /// Data files added after `since_version` (for Z-order scoping), from the tracked table
+    /// at the version last probed.
     pub async fn files_added_since(
         &self,
         uri: &str,
         since_version: i64,
     ) -> Result<FilesAddedSince, DeltaError> {
         let slot = self.slot(uri);
-        let guard = slot.lock().await;
-        match guard.as_ref() {
-            Some(Tracked {
-                table: Some(table), ..
-            }) => files_added_since(table, uri, since_version).await,
-            _ => {
-                drop(guard);
-                let table = open_table(uri).await?;
-                files_added_since(&table, uri, since_version).await
-            }
+        let mut guard = slot.lock().await;
+        if let Some(Tracked {
+            table: table @ Some(_),
+            live: Some(live),
+            ..
+        }) = guard.as_mut()
+        {
+            let table = table_at(table, uri, live.version).await?;
+            return files_added_since(table, uri, since_version).await;
         }
+        drop(guard);
+        let table = open_table(uri).await?;
+        files_added_since(&table, uri, since_version).await
     }
 }
 
-/// Brings a loaded table up to its latest version. One LIST of the log past the loaded
-/// version first: when it finds no new commit (an idle table) that is the whole cost, where
-/// deltalake's own update would also read `_last_checkpoint`.
-async fn refresh(table: &mut DeltaTable, uri: &str) -> Result<(), DeltaError> {
-    let version = crate::open::loaded_version(uri, table)?;
-    if !crate::log::read::has_commit_after(table.object_store().as_ref(), uri, version).await? {
-        return Ok(());
+impl Tracked {
+    fn new(watch: Duration) -> Self {
+        Tracked {
+            table: None,
+            live: None,
+            fresh: Vec::new(),
+            whole_log: None,
+            first_check: None,
+            checked_once: false,
+            history: History::new(watch),
+            presence_ok_at: None,
+            unverified: HashSet::new(),
+            checkpoint_at: None,
+            drill: None,
+        }
     }
-    table
-        .update_state()
-        .await
-        .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))
+
+    /// Drops the snapshot and the files (the history stays): reopened at the next probe.
+    fn unload(&mut self) {
+        self.table = None;
+        self.live = None;
+        self.fresh.clear();
+        self.whole_log = None;
+    }
+
+    /// Opens the table and walks its files. At first sight the whole log is listed and read
+    /// for the history beside the load (both take about as long on a long log; neither needs
+    /// the other), on its own task so the two share the cores.
+    async fn load(&mut self, uri: &str) -> Result<(), DeltaError> {
+        let mut table = crate::open::build_table(uri).await?;
+        let whole_log = self.history.scanned_to.is_none().then(|| {
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(WholeLog::read(
+                table.object_store(),
+                table.log_store(),
+                uri.to_owned(),
+            )))
+        });
+        crate::open::load_latest(uri, &mut table).await?;
+        let live = Live::of(uri, &table).await?;
+        self.whole_log = match whole_log {
+            Some(read) => Some(read.await.map_err(|err| DeltaError::IncompleteLog {
+                table: uri.to_owned(),
+                reason: format!("reading the log for the table's history did not finish: {err}"),
+            })??),
+            None => None,
+        };
+        self.live = Some(live);
+        self.table = Some(table);
+        self.fresh.clear();
+        Ok(())
+    }
+
+    /// Brings the table's files up to its latest version. An unloaded table is opened and
+    /// walked; a loaded one costs one LIST of its log past the known version, which is all
+    /// for an idle table. New commits are read once (the history takes them too) and applied
+    /// to the files; a gap in the versions or a commit changing the metadata or protocol
+    /// updates deltalake's snapshot instead and walks it again.
+    async fn catch_up(&mut self, uri: &str) -> Result<(), DeltaError> {
+        let (Some(table), Some(live)) = (self.table.as_mut(), self.live.as_mut()) else {
+            return self.load(uri).await;
+        };
+        let versions = commits_after(table.object_store().as_ref(), uri, live.version).await?;
+        let Some(&last) = versions.last() else {
+            return Ok(());
+        };
+        let contiguous = versions.iter().copied().eq(live.version + 1..=last);
+        let commits: Vec<Commit> = if contiguous {
+            read_commits(table.log_store().as_ref(), uri, versions)
+                .await?
+                .into_iter()
+                .filter_map(|(_, commit)| commit)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let applicable = contiguous
+            && commits.len() as u64 == last - live.version
+            && commits
+                .iter()
+                .all(|c| !c.changes_metadata && !c.changes_protocol);
+        if applicable {
+            for commit in &commits {
+                live.files.apply(&commit.removes, &commit.adds, &live.names);
+            }
+            live.version = last;
+        } else {
+            table
+                .update_state()
+                .await
+                .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))?;
+            *live = Live::of(uri, table).await?;
+        }
+        self.fresh = commits;
+        Ok(())
+    }
+}
+
+/// The loaded table with its snapshot at `version` (updated if older): a re-probe moves only
+/// the probe's own files forward ([`Live`]).
+async fn table_at<'t>(
+    table: &'t mut Option<DeltaTable>,
+    uri: &str,
+    version: u64,
+) -> Result<&'t DeltaTable, DeltaError> {
+    let table = table.as_mut().ok_or_else(|| not_loaded(uri))?;
+    if crate::open::loaded_version(uri, table)? < version {
+        table
+            .update_incremental(Some(version))
+            .await
+            .map_err(|err| DeltaError::delta(uri, "refreshing the table", err))?;
+    }
+    Ok(table)
+}
+
+fn not_loaded(uri: &str) -> DeltaError {
+    DeltaError::IncompleteLog {
+        table: uri.to_owned(),
+        reason: "the table was not loaded before its probe".into(),
+    }
 }
 
 async fn probe_tracked(
     uri: &str,
     tracked: &mut Tracked,
     options: &ProbeOptions,
+    first_checks: Option<Arc<tokio::sync::Semaphore>>,
 ) -> Result<Probe, DeltaError> {
     let probed_at = Utc::now();
-    let table = tracked
-        .table
-        .as_ref()
-        .ok_or_else(|| DeltaError::IncompleteLog {
-            table: uri.to_owned(),
-            reason: "the table was not loaded before its probe".into(),
-        })?;
-    let version = crate::open::loaded_version(uri, table)?;
-    let protocol = TableProtocol::of(uri, table)?;
+    let live = tracked.live.take().ok_or_else(|| not_loaded(uri))?;
+    let result = probe_live(uri, tracked, &live, options, first_checks, probed_at).await;
+    tracked.live = Some(live);
+    result
+}
+
+/// The probe of a table whose files are caught up (`live`, taken out of `tracked` meanwhile).
+async fn probe_live(
+    uri: &str,
+    tracked: &mut Tracked,
+    live: &Live,
+    options: &ProbeOptions,
+    first_checks: Option<Arc<tokio::sync::Semaphore>>,
+    probed_at: DateTime<Utc>,
+) -> Result<Probe, DeltaError> {
+    let version = live.version;
+    let protocol = live.protocol.clone();
 
     let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
-    let files = active_files(table, uri).await?;
+    let files = live.files.as_slice();
     let mut small_files_by_partition = BTreeMap::new();
     let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
     let (mut dv_files, mut dv_rows, mut deleted_rows) = (0u64, 0u64, 0u64);
     let mut external_files = 0u64;
-    for file in &files {
+    for file in files {
         count += 1;
         external_files += u64::from(crate::log::references::is_absolute(&file.path));
         size += file.size;
@@ -660,68 +858,58 @@ async fn probe_tracked(
                 .or_insert(0u64) += 1;
         }
     }
-    let log_store = table.log_store();
     let mut history_from = None;
+    let fresh = std::mem::take(&mut tracked.fresh);
+    let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
+    let log_store = table.log_store();
     match tracked.history.scanned_to {
         None => {
-            let listing = list_log(table.object_store().as_ref(), uri).await?;
-            let versions: Vec<u64> = listing.commits.range(..=version).map(|(v, _)| *v).collect();
-            history_from = versions.first().copied();
-            for (_, commit) in read_commits(log_store.as_ref(), uri, versions).await? {
-                if let Some(commit) = commit {
-                    tracked.history.absorb(&commit);
-                }
+            let whole = match tracked.whole_log.take() {
+                Some(whole) => whole,
+                None => WholeLog::read(table.object_store(), log_store, uri.to_owned()).await?,
+            };
+            // commits that landed after the load wait for the next probe
+            history_from = whole.listed.first().copied().filter(|v| *v <= version);
+            for commit in whole.commits.iter().filter(|c| c.version <= version) {
+                tracked.history.absorb(commit);
             }
         }
         Some(scanned) if scanned < version => {
-            for (_, commit) in read_commits(log_store.as_ref(), uri, scanned + 1..=version).await? {
-                if let Some(commit) = commit {
-                    tracked.history.absorb(&commit);
-                    if tracked.presence_ok_at.is_some() {
-                        tracked
-                            .unverified
-                            .extend(commit.adds.into_iter().map(|add| add.path));
-                    }
+            // the commits catching up read, unless they do not cover what history lacks
+            let mut commits: Vec<Commit> = fresh
+                .into_iter()
+                .filter(|c| c.version > scanned && c.version <= version)
+                .collect();
+            if !commits.iter().map(|c| c.version).eq(scanned + 1..=version) {
+                commits = read_commits(log_store.as_ref(), uri, scanned + 1..=version)
+                    .await?
+                    .into_iter()
+                    .filter_map(|(_, commit)| commit)
+                    .collect();
+            }
+            let watching = tracked.presence_ok_at.is_some() || tracked.first_check.is_some();
+            for commit in commits {
+                tracked.history.absorb(&commit);
+                if watching {
+                    tracked
+                        .unverified
+                        .extend(commit.adds.into_iter().map(|add| add.path));
                 }
             }
         }
         Some(_) => {}
     }
-    // the damage check: a listing when due, else a HEAD of each file added since the last
     let now = options.now.unwrap_or_else(Instant::now);
-    let listing_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
-        let every = if checked == version {
-            options.presence_idle_every
-        } else {
-            options.presence_every
-        };
-        now.saturating_duration_since(at) >= every
-    });
-    let added: Vec<&ActiveFile> = if listing_due || tracked.unverified.is_empty() {
-        Vec::new()
-    } else {
-        files
-            .iter()
-            .filter(|f| tracked.unverified.contains(&f.path))
-            .collect()
-    };
-    if listing_due || added.len() > MAX_FILES_ASKED_FOR {
-        tracked.presence_ok_at = None;
-        // the slow, thorough pass: the damage check lists the table, and the checkpoint
-        // hint is read again even if the version did not move
-        tracked.checkpoint_at = None;
-        crate::probe::presence::ensure_present(table, uri, &files).await?;
-        tracked.presence_ok_at = Some((now, version));
-    } else if !added.is_empty() {
-        if let Err(err) =
-            crate::probe::presence::ensure_files_present(table, uri, &added, files.len()).await
-        {
-            // damaged: the next probes list the table until it reads again
-            tracked.presence_ok_at = None;
-            return Err(err);
-        }
-    }
-    tracked.unverified.clear();
+    let damage_check_pending = damage_check(
+        uri,
+        tracked,
+        &live.files,
+        version,
+        now,
+        options,
+        first_checks,
+    )
+    .await?;
 
     if let Some(drill_options) = &options.drill {
         let due = tracked
@@ -729,6 +917,7 @@ async fn probe_tracked(
             .as_ref()
             .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= drill_options.every);
         if due {
+            let table = table_at(&mut tracked.table, uri, version).await?;
             let property = protocol
                 .properties
                 .get(crate::retention::window::DELETED_FILE_RETENTION_PROPERTY)
@@ -737,7 +926,7 @@ async fn probe_tracked(
             match crate::probe::drill::drill(
                 uri,
                 table,
-                &files,
+                files,
                 property,
                 drill_options,
                 append_only,
@@ -764,8 +953,7 @@ async fn probe_tracked(
     }
     let restore_drill = tracked.drill.as_ref().map(|(_, d)| d.clone());
     let history = &mut tracked.history;
-    let erasure = history.erasure.summary(&files);
-    drop(files);
+    let erasure = history.erasure.summary(files);
     history.prune(probed_at.timestamp_millis());
     count_new_stale_rows(uri, history).await;
     history_from = history_from.or(history.first.map(|(v, _)| v));
@@ -774,7 +962,12 @@ async fn probe_tracked(
     let checkpoint = match tracked.checkpoint_at {
         Some((at, checkpoint)) if at == version => checkpoint,
         _ => {
-            let checkpoint = last_checkpoint(table.object_store().as_ref(), uri).await?;
+            let store = tracked
+                .table
+                .as_ref()
+                .ok_or_else(|| not_loaded(uri))?
+                .object_store();
+            let checkpoint = last_checkpoint(store.as_ref(), uri).await?;
             tracked.checkpoint_at = Some((version, checkpoint));
             checkpoint
         }
@@ -831,7 +1024,98 @@ async fn probe_tracked(
         external_files,
         last_external_remove_at: at(history.last_external_remove),
         restore_drill,
+        damage_check_pending,
     })
+}
+
+/// The damage check of one probe: a listing when due, else a HEAD of each file added since
+/// the last one. A table's first listing runs beside the probe when `first_checks` has a slot
+/// free; its verdict is taken by the first probe after it ends. Returns whether that first
+/// check is still running.
+async fn damage_check(
+    uri: &str,
+    tracked: &mut Tracked,
+    live: &LiveFiles,
+    version: u64,
+    now: Instant,
+    options: &ProbeOptions,
+    first_checks: Option<Arc<tokio::sync::Semaphore>>,
+) -> Result<bool, DeltaError> {
+    let files = live.as_slice();
+    if let Some(first) = tracked.first_check.take() {
+        if !first.check.is_finished() {
+            tracked.first_check = Some(first);
+            return Ok(true);
+        }
+        match first.check.await {
+            Ok(Ok(())) => tracked.presence_ok_at = Some((first.started, first.version)),
+            // damaged: the next probes list the table until it reads again
+            Ok(Err(err)) => return Err(err),
+            Err(crashed) => tracing::warn!(
+                table = uri,
+                error = %crashed,
+                "the first damage check did not finish; the next probe lists the table"
+            ),
+        }
+    }
+    let listing_due = tracked.presence_ok_at.is_none_or(|(at, checked)| {
+        let every = if checked == version {
+            options.presence_idle_every
+        } else {
+            options.presence_every
+        };
+        now.saturating_duration_since(at) >= every
+    });
+    let added: Vec<&ActiveFile> = if listing_due || tracked.unverified.is_empty() {
+        Vec::new()
+    } else {
+        files
+            .iter()
+            .filter(|f| tracked.unverified.contains(&f.path))
+            .collect()
+    };
+    let mut pending = false;
+    if listing_due || added.len() > MAX_FILES_ASKED_FOR {
+        tracked.presence_ok_at = None;
+        // the slow, thorough pass: the damage check lists the table, and the checkpoint
+        // hint is read again even if the version did not move
+        tracked.checkpoint_at = None;
+        let slot = first_checks
+            .filter(|_| !tracked.checked_once)
+            .and_then(|slots| slots.try_acquire_owned().ok());
+        tracked.checked_once = true;
+        let table = table_at(&mut tracked.table, uri, version).await?;
+        match slot {
+            Some(slot) => {
+                let (table, owned_uri, files) = (table.clone(), uri.to_owned(), live.shared());
+                let check = tokio::spawn(async move {
+                    let _slot = slot;
+                    crate::probe::presence::ensure_present(&table, &owned_uri, &files).await
+                });
+                tracked.first_check = Some(FirstCheck {
+                    started: now,
+                    version,
+                    check,
+                });
+                pending = true;
+            }
+            None => {
+                crate::probe::presence::ensure_present(table, uri, files).await?;
+                tracked.presence_ok_at = Some((now, version));
+            }
+        }
+    } else if !added.is_empty() {
+        let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
+        if let Err(err) =
+            crate::probe::presence::ensure_files_present(table, uri, &added, files.len()).await
+        {
+            // damaged: the next probes list the table until it reads again
+            tracked.presence_ok_at = None;
+            return Err(err);
+        }
+    }
+    tracked.unverified.clear();
+    Ok(pending)
 }
 
 /// Counts the rows of stale writes found since the last probe (they are rare: loading the

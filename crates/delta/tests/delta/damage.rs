@@ -151,3 +151,62 @@ async fn a_new_file_missing_from_storage_is_reported_by_the_next_probe() {
     let probe = prober.probe(&t.uri, &options).await.expect("whole again");
     assert_eq!(probe.files, 2);
 }
+
+/// The daemon's first probe of a table lists it beside the probe: the probe answers at once,
+/// saying the check is pending, and a file missing from the start is reported by the first
+/// probe after the listing ends, then by every probe (each lists again) until it is back.
+#[tokio::test]
+async fn a_first_check_beside_the_probe_reports_a_missing_file_at_the_next_probe() {
+    let t = create_table(true, &[]).await;
+    for i in 0..3 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-10-01")).await;
+    }
+    let victim = t.active_paths().await.into_iter().next().expect("a file");
+    let victim_path = t.path().join(&victim);
+    let saved = std::fs::read(&victim_path).expect("read victim");
+    std::fs::remove_file(&victim_path).expect("remove victim");
+
+    let prober = Prober::new();
+    let options = ProbeOptions {
+        first_check_beside: true,
+        ..ProbeOptions::for_target(TARGET)
+    };
+    let first = prober
+        .probe(&t.uri, &options)
+        .await
+        .expect("the first probe does not wait for the listing");
+    assert!(first.damage_check_pending, "{first:?}");
+    assert_eq!(first.files, 3);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        match prober.probe(&t.uri, &options).await {
+            Ok(probe) => {
+                assert!(
+                    probe.damage_check_pending,
+                    "intact only while pending: {probe:?}"
+                );
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the check never ended"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => break err,
+        }
+    };
+    assert!(
+        matches!(&err, DeltaError::MissingDataFiles { files, .. } if files == &vec![victim.clone()]),
+        "expected MissingDataFiles naming {victim}, got {err}"
+    );
+    // still damaged: every probe lists again, inside the probe
+    let again = prober.probe(&t.uri, &options).await.expect_err("damaged");
+    assert!(
+        matches!(again, DeltaError::MissingDataFiles { .. }),
+        "{again}"
+    );
+
+    std::fs::write(&victim_path, saved).expect("restore victim");
+    let healed = prober.probe(&t.uri, &options).await.expect("intact again");
+    assert!(!healed.damage_check_pending);
+}

@@ -3,7 +3,9 @@
 //! Builds a table of 100,000 active files in 10,000 commits (smoke: 1,000 in 100) plus a
 //! checkpoint at the last version, then times, with the probe's default options:
 //! - deltalake's plain table load (`open_table`), to separate the snapshot from the rest;
-//! - a cold probe (a new `Prober`), the first probe a replica makes of the table;
+//! - a cold probe (a new `Prober`), the first probe a replica makes of the table, with the
+//!   daemon's options (its first damage check runs beside the probe), and apart the time
+//!   until that check has ended;
 //! - after 10 more commits, the incremental re-probe with the same `Prober`;
 //! - apart, the floors of two parts of a probe: one object-store listing of the table
 //!   root, and reading and parsing every JSON commit.
@@ -83,7 +85,11 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
     // warm the page cache the same way for every reader: one untimed load
     drop(open_table(&uri).await?);
 
-    let options = ProbeOptions::for_target(COMPACTION_TARGET_FILE_SIZE);
+    // as the daemon probes: the first listing of a table runs beside its first probe
+    let options = ProbeOptions {
+        first_check_beside: true,
+        ..ProbeOptions::for_target(COMPACTION_TARGET_FILE_SIZE)
+    };
     let t = Instant::now();
     let table = open_table(&uri).await?;
     let load_secs = secs(t);
@@ -105,6 +111,13 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
     let cold = prober.probe(&uri, &options).await?;
     let cold_secs = secs(t);
     let rss_after = own_rss_mb();
+    // until the first damage check has ended: idle re-probes (one LIST of the log each)
+    let mut pending = cold.damage_check_pending;
+    while pending {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        pending = prober.probe(&uri, &options).await?.damage_check_pending;
+    }
+    let first_check_secs = secs(t);
     if cold.files != files {
         anyhow::bail!(
             "the cold probe counted {} active files, the log holds {files}",
@@ -131,7 +144,8 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
     );
     eprintln!(
         "deltalake load {load_secs:.2}s | cold probe {cold_secs:.2}s (RSS {rss_before:.0} -> \
-         {rss_after:.0} MB) | re-probe after {NEW_COMMITS} commits {incremental_secs:.3}s"
+         {rss_after:.0} MB), its damage check ended at {first_check_secs:.2}s | re-probe after \
+         {NEW_COMMITS} commits {incremental_secs:.3}s"
     );
     Ok(json!({
         "build_profile": crate::build_profile(),
@@ -149,6 +163,8 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
         "objects_listed": listed,
         "read_all_json_commits_seconds": read_commits_secs,
         "cold_probe_seconds": cold_secs,
+        "cold_probe_damage_check_pending": cold.damage_check_pending,
+        "first_damage_check_ended_seconds": first_check_secs,
         "incremental_probe_seconds": incremental_secs,
         "process_rss_mb_before_probe": rss_before,
         "process_rss_mb_after_probe": rss_after,

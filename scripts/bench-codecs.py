@@ -1,0 +1,124 @@
+"""The output codec's size/time trade-off of a decoded compaction (scripts/bench.sh `codecs`).
+
+Writes one table like `tk-bench compact`'s decoded table (4 partitions x 100 files of one
+row group of 20,000 rows: id, day, user_id, amount, payload), then compacts a fresh copy of
+it once per codec with python deltalake's `optimize.compact`, the OPTIMIZE a decoded
+compaction runs in both engines, and prints one JSON object: per codec the wall time, the
+output bytes and the rows read back. zstd level 4 is what deltalake's OPTIMIZE and
+tablekeeper write by default. Page cache dropped before each timed run when run as root.
+
+usage: bench-codecs.py DIR [--smoke]
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+from deltalake import DeltaTable, WriterProperties, write_deltalake
+
+CODECS = [
+    ("UNCOMPRESSED", None),
+    ("SNAPPY", None),
+    ("LZ4_RAW", None),
+    ("ZSTD", 1),
+    ("ZSTD", 3),
+    ("ZSTD", 4),
+    ("ZSTD", 9),
+    ("GZIP", 6),
+]
+TARGET = 64 * 1024 * 1024
+
+
+def table_batch(first, rows_per_file, partitions):
+    rows = rows_per_file * partitions
+    ids = list(range(first, first + rows))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": pa.array([f"2026-01-{(i % partitions) + 1:02}" for i in range(rows)]),
+            "user_id": pa.array([(i * 7919) % 1000 for i in ids], pa.int64()),
+            "amount": pa.array([(i % 10_000) / 100.0 for i in ids], pa.float64()),
+            "payload": pa.array([f"{i}:{'x' * 16}" for i in ids]),
+        }
+    )
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def data_bytes(root):
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        if "_delta_log" in dirpath:
+            continue
+        total += sum(os.path.getsize(os.path.join(dirpath, n)) for n in names if n.endswith(".parquet"))
+    return total
+
+
+def main():
+    out_dir = sys.argv[1]
+    smoke = "--smoke" in sys.argv
+    partitions, files, rows = (2, 5, 100) if smoke else (4, 100, 20_000)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    source = os.path.join(out_dir, "source")
+    for f in range(files):
+        write_deltalake(
+            source,
+            table_batch(f * rows * partitions, rows, partitions),
+            partition_by=["day"],
+            mode="append",
+        )
+    input_bytes = data_bytes(source)
+    expected = DeltaTable(source).to_pyarrow_table().num_rows
+    results = []
+    for codec, level in CODECS:
+        name = codec.lower() if level is None else f"{codec.lower()}({level})"
+        copy = os.path.join(out_dir, name)
+        shutil.copytree(source, copy)
+        cold = drop_caches()
+        table = DeltaTable(copy)
+        props = WriterProperties(compression=codec, compression_level=level)
+        start = time.perf_counter()
+        metrics = table.optimize.compact(target_size=TARGET, writer_properties=props)
+        seconds = time.perf_counter() - start
+        read_back = DeltaTable(copy).to_pyarrow_table().num_rows
+        if read_back != expected:
+            raise SystemExit(f"{name}: {read_back} rows read back, the table held {expected}")
+        actions = pa.table(DeltaTable(copy).get_add_actions(flatten=True))
+        output = sum(actions.column("size_bytes").to_pylist())
+        results.append(
+            {
+                "codec": name,
+                "seconds": seconds,
+                "output_bytes": output,
+                "files_added": metrics["numFilesAdded"],
+                "cold_cache": cold,
+            }
+        )
+        shutil.rmtree(copy)
+    print(
+        json.dumps(
+            {
+                "input_files": files * partitions,
+                "input_bytes": input_bytes,
+                "rows": expected,
+                "codecs": results,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
