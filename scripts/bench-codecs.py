@@ -1,13 +1,16 @@
 """The output codec's size/time trade-off of a decoded compaction (scripts/bench.sh `codecs`).
 
 Writes one table like `tk-bench compact`'s decoded table (4 partitions x 100 files of one
-row group of 20,000 rows: id, day, user_id, amount, payload), then compacts a fresh copy of
-it once per codec with python deltalake's `optimize.compact`, the OPTIMIZE a decoded
-compaction runs in both engines, and prints one JSON object: per codec the wall time, the
-output bytes and the rows read back. zstd level 4 is what deltalake's OPTIMIZE and
-tablekeeper write by default. Page cache dropped before each timed run when run as root.
+row group of 20,000 rows: id, day, user_id, amount, payload), then compacts fresh copies of
+it once per codec: with python deltalake's `optimize.compact` under `WriterProperties` of
+that codec, and, given `--tablekeeper BIN`, with `tablekeeper maintain --operation compact`
+under the inventory's `layout.compression` of the same codec and level. Prints one JSON
+object: per codec and engine the wall time, the output bytes and the rows read back (python
+deltalake reads every output; a row count that differs from the input's fails the run).
+zstd level 4 is the default of both engines. Page cache dropped before each timed run when
+run as root.
 
-usage: bench-codecs.py DIR [--smoke]
+usage: bench-codecs.py DIR [--smoke] [--tablekeeper BIN]
 """
 
 import json
@@ -31,6 +34,15 @@ CODECS = [
     ("GZIP", 6),
 ]
 TARGET = 64 * 1024 * 1024
+
+# python deltalake's codec names as `layout.compression` spells them
+INVENTORY_CODECS = {
+    "UNCOMPRESSED": "uncompressed",
+    "SNAPPY": "snappy",
+    "LZ4_RAW": "lz4",
+    "ZSTD": "zstd",
+    "GZIP": "gzip",
+}
 
 
 def table_batch(first, rows_per_file, partitions):
@@ -66,9 +78,56 @@ def data_bytes(root):
     return total
 
 
+def output_bytes(uri):
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
+    return sum(actions.column("size_bytes").to_pylist())
+
+
+def check_rows(uri, expected, what):
+    read_back = DeltaTable(uri).to_pyarrow_table().num_rows
+    if read_back != expected:
+        raise SystemExit(f"{what}: {read_back} rows read back, the table held {expected}")
+
+
+def python_compact(copy, codec, level):
+    table = DeltaTable(copy)
+    props = WriterProperties(compression=codec, compression_level=level)
+    start = time.perf_counter()
+    metrics = table.optimize.compact(target_size=TARGET, writer_properties=props)
+    return time.perf_counter() - start, metrics["numFilesAdded"]
+
+
+def tablekeeper_compact(tablekeeper, copy, codec, level):
+    compression = INVENTORY_CODECS[codec]
+    if level is not None:
+        compression = f"{{ codec: {compression}, level: {level} }}"
+    inventory = copy + ".yaml"
+    with open(inventory, "w") as f:
+        f.write(
+            "tables:\n"
+            "  - name: bench.codecs\n"
+            f"    path: \"{os.path.abspath(copy)}\"\n"
+            "    owner: bench\n"
+            f"    layout: {{ compression: {compression} }}\n"
+            f"    maintenance: {{ compaction: {{ target_file_size: {TARGET} }} }}\n"
+        )
+    start = time.perf_counter()
+    out = subprocess.run(
+        [tablekeeper, "maintain", "--inventory", inventory, "--table", "bench.codecs",
+         "--operation", "compact"],
+        check=True, capture_output=True, text=True,
+    )
+    seconds = time.perf_counter() - start
+    os.remove(inventory)
+    return seconds, json.loads(out.stdout)["report"]["files_added"]
+
+
 def main():
     out_dir = sys.argv[1]
     smoke = "--smoke" in sys.argv
+    tablekeeper = None
+    if "--tablekeeper" in sys.argv:
+        tablekeeper = sys.argv[sys.argv.index("--tablekeeper") + 1]
     partitions, files, rows = (2, 5, 100) if smoke else (4, 100, 20_000)
     shutil.rmtree(out_dir, ignore_errors=True)
     source = os.path.join(out_dir, "source")
@@ -81,32 +140,31 @@ def main():
         )
     input_bytes = data_bytes(source)
     expected = DeltaTable(source).to_pyarrow_table().num_rows
+    engines = [("python deltalake", python_compact)]
+    if tablekeeper:
+        engines.append(
+            ("tablekeeper", lambda copy, c, l: tablekeeper_compact(tablekeeper, copy, c, l))
+        )
     results = []
     for codec, level in CODECS:
         name = codec.lower() if level is None else f"{codec.lower()}({level})"
-        copy = os.path.join(out_dir, name)
-        shutil.copytree(source, copy)
-        cold = drop_caches()
-        table = DeltaTable(copy)
-        props = WriterProperties(compression=codec, compression_level=level)
-        start = time.perf_counter()
-        metrics = table.optimize.compact(target_size=TARGET, writer_properties=props)
-        seconds = time.perf_counter() - start
-        read_back = DeltaTable(copy).to_pyarrow_table().num_rows
-        if read_back != expected:
-            raise SystemExit(f"{name}: {read_back} rows read back, the table held {expected}")
-        actions = pa.table(DeltaTable(copy).get_add_actions(flatten=True))
-        output = sum(actions.column("size_bytes").to_pylist())
-        results.append(
-            {
-                "codec": name,
-                "seconds": seconds,
-                "output_bytes": output,
-                "files_added": metrics["numFilesAdded"],
-                "cold_cache": cold,
-            }
-        )
-        shutil.rmtree(copy)
+        for engine, compact in engines:
+            copy = os.path.join(out_dir, name)
+            shutil.copytree(source, copy)
+            cold = drop_caches()
+            seconds, files_added = compact(copy, codec, level)
+            check_rows(copy, expected, f"{engine} {name}")
+            results.append(
+                {
+                    "codec": name,
+                    "engine": engine,
+                    "seconds": seconds,
+                    "output_bytes": output_bytes(copy),
+                    "files_added": files_added,
+                    "cold_cache": cold,
+                }
+            )
+            shutil.rmtree(copy)
     print(
         json.dumps(
             {

@@ -11,8 +11,8 @@
 #            deltalake's DeltaTable() load and update_incremental();
 #   fleet    the real `tablekeeper run` with 10, 1,000 and 10,000 tables: validate time,
 #            start-up, RSS, /metrics scrape, enqueue of one job per table;
-#   codecs   the output codec's size/time trade-off of a decoded compaction (deltalake's
-#            OPTIMIZE, the engine both sides decode with; scripts/bench-codecs.py);
+#   codecs   the output codec's size/time trade-off of a decoded compaction, python deltalake
+#            and `tablekeeper maintain` side by side per codec and level (scripts/bench-codecs.py);
 #   tasks    one compaction of a 12-partition table as tasks on 3 replicas of the real binary
 #            (2 planning, 1 worker) vs python deltalake's optimize.compact on a copy: per-task
 #            time and job-store overhead, tasks per replica, estimated wall time for N pods.
@@ -231,8 +231,9 @@ fi
 
 # codecs: the output codec's size/time trade-off of one decoded compaction ------------------
 if wants codecs; then
-  echo "== python deltalake optimize.compact per output codec (scripts/bench-codecs.py)" >&2
-  "$PY" scripts/bench-codecs.py bench-data/codecs $SMOKE >"$RESULTS/codecs.json"
+  echo "== python deltalake optimize.compact and tablekeeper maintain per output codec (scripts/bench-codecs.py)" >&2
+  "$PY" scripts/bench-codecs.py bench-data/codecs $SMOKE --tablekeeper "$CARGO_TARGET_DIR/$PROFILE/tablekeeper" \
+    >"$RESULTS/codecs.json"
   rm -rf bench-data/codecs
 fi
 

@@ -10,25 +10,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tablekeeper_delta::fixtures::aged::copy_reference;
 use tablekeeper_delta::fixtures::peers::python_rows;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::setup::daemon_env;
-use tablekeeper_tests::{metric_value, repo_root, run, Daemon};
+use tablekeeper_tests::{metric_value, run, Daemon};
 
 const TABLE: &str = "e.customers";
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 fn files_named(root: &Path, suffix: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -46,11 +34,7 @@ fn files_named(root: &Path, suffix: &str) -> Vec<String> {
 async fn purge_then_vacuum_erase_soft_deleted_rows_and_the_metrics_follow() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("customers");
-    copy_dir(
-        &repo_root().join("crates/delta/tests/data/reference/table-with-dv-small"),
-        &table,
-    );
-    tablekeeper_delta::fixtures::aged::writer_times(&table);
+    copy_reference("table-with-dv-small", &table);
     let uri = table.to_str().unwrap().to_owned();
     let before = python_rows(&uri, None).unwrap();
     assert_eq!(before.len(), 8, "two of ten rows are soft-deleted");

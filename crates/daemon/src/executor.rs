@@ -233,6 +233,7 @@ impl RewriteOptions {
                 } else {
                     u64::from(spec.compaction.min_small_files)
                 },
+                compression: spec.layout.compression,
                 dry_run: ctx.dry_run,
                 small_file_factor: tablekeeper_delta::DEFAULT_SMALL_FILE_FACTOR,
                 max_conflict_retries: CONFLICT_RETRIES,
@@ -242,11 +243,13 @@ impl RewriteOptions {
                 target_file_size: spec.compaction.target_file_size,
                 // asked for by a person: every partition, not only those with new data
                 since_version: ctx.zorder_since_version.filter(|_| !ctx.forced),
+                compression: spec.layout.compression,
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
             }),
             Operation::Purge => RewriteOptions::Purge(PurgeOptions {
                 target_file_size: spec.compaction.target_file_size,
+                compression: spec.layout.compression,
                 dry_run: ctx.dry_run,
                 max_conflict_retries: CONFLICT_RETRIES,
             }),

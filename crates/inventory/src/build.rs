@@ -98,6 +98,7 @@ pub(crate) fn build_table(
             min_average_file_size: draft
                 .min_average_file_size
                 .unwrap_or(target_file_size / defaults::MIN_AVERAGE_FILE_SIZE_DIVISOR),
+            compression: draft.compression.unwrap_or_default(),
         },
         retention,
         protocol: ProtocolSpec {

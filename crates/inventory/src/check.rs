@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 
+use crate::compression::read_compression;
 use crate::error::Problem;
 use crate::keep::{read_clones, read_pins};
 use crate::model::{LogStore, Operation, Pin, Reader, RewriteOwner, Topology};
@@ -49,6 +50,7 @@ pub(crate) const LAYOUT_KEYS: &[&str] = &[
     "optimize_write",
     "zorder",
     "min_average_file_size",
+    "compression",
 ];
 pub(crate) const RETENTION_KEYS: &[&str] = &[
     "deleted_file_retention",
@@ -268,6 +270,7 @@ pub(crate) struct TableDraft {
     pub optimize_write: Option<bool>,
     pub zorder: Field<Vec<crate::walk::At<String>>>,
     pub min_average_file_size: Option<u64>,
+    pub compression: Option<tablekeeper_vocab::Compression>,
     pub deleted_file_retention: Field<Duration>,
     pub log_retention: Field<Duration>,
     pub allow_short_retention: Field<bool>,
@@ -456,6 +459,7 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         optimize_write: None,
         zorder: Field::Absent,
         min_average_file_size: None,
+        compression: None,
         deleted_file_retention: Field::Absent,
         log_retention: Field::Absent,
         allow_short_retention: Field::Absent,
@@ -515,6 +519,10 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         draft.zorder = layout.read(ctx, "zorder", read_string_list);
         draft.min_average_file_size = layout
             .read(ctx, "min_average_file_size", read_size)
+            .get()
+            .copied();
+        draft.compression = layout
+            .read(ctx, "compression", read_compression)
             .get()
             .copied();
     }

@@ -20,6 +20,7 @@
 
 mod build;
 mod check;
+mod compression;
 pub mod defaults;
 mod error;
 mod keep;

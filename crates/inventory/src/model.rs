@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use tablekeeper_vocab::Compression;
+
 use crate::schedule::Schedule;
 
 pub use tablekeeper_vocab::Operation;
@@ -189,6 +191,9 @@ pub struct Layout {
     /// Below this average file size (`table_size_bytes / table_files`) the table is alerted as
     /// slow (`TablekeeperAverageFileSizeLow`); default a quarter of the compaction target.
     pub min_average_file_size: u64,
+    /// The Parquet compression of the files tablekeeper re-encodes (decoded compaction bins,
+    /// Z-order, purge); copied row groups keep their own. Default zstd level 4.
+    pub compression: Compression,
 }
 
 /// Retention windows.

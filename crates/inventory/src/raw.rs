@@ -19,6 +19,8 @@ use std::borrow::Cow;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 
+use tablekeeper_vocab::Codec;
+
 use crate::model::{LogStore, RewriteOwner, Topology};
 
 /// One tablekeeper inventory file: either a list of tables with optional defaults, or a
@@ -176,6 +178,31 @@ pub(crate) struct LayoutEntry {
     /// The average file size below which the table is alerted as slow
     /// (`TablekeeperAverageFileSizeLow`). Default: a quarter of the compaction target.
     pub min_average_file_size: Option<SizeText>,
+    /// The Parquet compression of the files tablekeeper writes when it re-encodes rows
+    /// (compaction bins it decodes, Z-order, purge): a codec, or a codec and level. Row
+    /// groups compaction copies keep their own encoding. Default `zstd` level 4.
+    pub compression: Option<CompressionEntry>,
+}
+
+/// A compression codec, alone (its default level) or with a level.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum CompressionEntry {
+    /// The codec at its default level (zstd 4, gzip 6, brotli 1).
+    Codec(Codec),
+    /// A codec and a level.
+    Leveled(LeveledCompressionEntry),
+}
+
+/// A codec and a level inside its range (zstd 1–22, gzip 0–9, brotli 0–11; snappy, lz4 and
+/// uncompressed have none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LeveledCompressionEntry {
+    /// The codec.
+    pub codec: Codec,
+    /// The level; the codec's default when left out.
+    pub level: Option<u32>,
 }
 
 /// Retention windows.
@@ -452,6 +479,10 @@ mod tests {
             ("WritersEntry", check::WRITERS_KEYS),
             ("OverwritesEntry", check::OVERWRITES_KEYS),
             ("LayoutEntry", check::LAYOUT_KEYS),
+            (
+                "LeveledCompressionEntry",
+                crate::compression::COMPRESSION_KEYS,
+            ),
             ("RetentionEntry", check::RETENTION_KEYS),
             ("PinEntry", crate::keep::PIN_KEYS),
             ("ProtocolEntry", check::PROTOCOL_KEYS),

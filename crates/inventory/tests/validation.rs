@@ -1575,3 +1575,91 @@ fn max_task_bytes_defaults_to_8gib_and_is_a_positive_size() {
         "max_task_bytes",
     );
 }
+
+#[test]
+fn layout_compression_names_a_codec_and_a_level_in_its_range() {
+    use tablekeeper_vocab::{Codec, Compression};
+    let default = valid(&table_with(&[]));
+    assert_eq!(default.tables[0].layout.compression, Compression::DEFAULT);
+    assert_eq!(default.tables[0].layout.compression.to_string(), "zstd-4");
+    let codec_only = valid(&table_with(&["    layout: { compression: snappy }"]));
+    assert_eq!(
+        codec_only.tables[0].layout.compression,
+        Compression::new(Codec::Snappy, None).unwrap()
+    );
+    let leveled = valid(&table_with(&[
+        "    layout:",
+        "      compression: { codec: gzip, level: 9 }",
+    ]));
+    assert_eq!(leveled.tables[0].layout.compression.to_string(), "gzip-9");
+    let default_level = valid(&table_with(&[
+        "    layout: { compression: { codec: zstd } }",
+    ]));
+    assert_eq!(
+        default_level.tables[0].layout.compression.to_string(),
+        "zstd-4"
+    );
+
+    let problems = problems_of(&table_with(&["    layout: { compression: zsdt }"]));
+    expect(
+        &problems,
+        5,
+        28,
+        T,
+        Some("layout.compression"),
+        "did you mean `zstd`?",
+    );
+    let problems = problems_of(&table_with(&[
+        "    layout:",
+        "      compression:",
+        "        codec: zstd",
+        "        level: 23",
+    ]));
+    expect(
+        &problems,
+        8,
+        16,
+        T,
+        Some("layout.compression.level"),
+        "`zstd` level 23 is out of range: use a level from 1 to 22",
+    );
+    let problems = problems_of(&table_with(&[
+        "    layout: { compression: { codec: snappy, level: 2 } }",
+    ]));
+    expect(
+        &problems,
+        5,
+        52,
+        T,
+        Some("layout.compression.level"),
+        "has no compression levels",
+    );
+    let problems = problems_of(&table_with(&[
+        "    layout: { compression: { level: 2, kodec: zstd } }",
+    ]));
+    expect(
+        &problems,
+        5,
+        40,
+        T,
+        Some("layout.compression.kodec"),
+        "did you mean `codec`?",
+    );
+    expect(
+        &problems,
+        5,
+        28,
+        T,
+        Some("layout.compression.codec"),
+        "`codec` is required",
+    );
+    let problems = problems_of(&table_with(&["    layout: { compression: 4 }"]));
+    expect(
+        &problems,
+        5,
+        28,
+        T,
+        Some("layout.compression"),
+        "expected a codec",
+    );
+}

@@ -1,14 +1,17 @@
 //! The words every tablekeeper crate shares: the maintenance operations, the states and
-//! outcomes of jobs, the kinds of drift, and the identifiers of jobs and leases.
+//! outcomes of jobs, the kinds of drift, the identifiers of jobs and leases, and the Parquet
+//! compression of the files tablekeeper writes.
 //!
 //! Each closed set is spelled here once: its variants, its string form (the one stored in
 //! the job table, used in metric labels, JSON and the CLI) and its parser. The database CHECK
 //! constraints in `migrations/` must list the same strings; the store's tests compare them.
 //! This crate owns names only: it must never read a file, a table or a database.
 
+mod compression;
 mod ids;
 mod names;
 
+pub use compression::{Codec, Compression};
 pub use ids::{JobId, Lease, TaskLease};
 pub use names::{
     AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, TaskState,

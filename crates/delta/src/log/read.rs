@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::error::DeltaError;
 use crate::log::deletion_vector::DeletionVector;
-use crate::log::path::decode_path;
+use crate::log::line::{read_line, Action};
 
 /// Name of the commitInfo key under which tablekeeper records who wrote a commit.
 pub(crate) const MARKER_KEY: &str = "tablekeeper";
@@ -295,30 +295,22 @@ impl Commit {
             ..Commit::default()
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let value: Value = serde_json::from_str(line)
-                .map_err(|err| format!("commit {version} holds invalid json: {err}"))?;
-            let Value::Object(mut action) = value else {
-                continue;
-            };
-            if let Some(Value::Object(info)) = action.remove("commitInfo") {
-                commit.commit_info = Some(info);
-            } else if let Some(Value::Object(add)) = action.remove("add") {
-                commit.adds.push(file_action(&add));
-            } else if let Some(Value::Object(remove)) = action.remove("remove") {
-                commit.removes.push(file_action(&remove));
-            } else if action.contains_key("cdc") {
-                commit.cdc_files += 1;
-            } else if action.contains_key("metaData") {
-                commit.changes_metadata = true;
-            } else if action.contains_key("protocol") {
-                commit.changes_protocol = true;
-            } else if let Some(Value::Object(domain)) = action.remove("domainMetadata") {
-                if domain.get("domain").and_then(Value::as_str) == Some(ROW_TRACKING_DOMAIN) {
-                    commit.row_id_high_water_mark = domain
-                        .get("configuration")
-                        .and_then(Value::as_str)
-                        .and_then(high_water_mark_of);
+            match read_line(version, line)? {
+                Action::Info(info) => commit.commit_info = Some(info),
+                Action::Add(add) => commit.adds.push(add),
+                Action::Remove(remove) => commit.removes.push(remove),
+                Action::Cdc => commit.cdc_files += 1,
+                Action::MetaData => commit.changes_metadata = true,
+                Action::Protocol => commit.changes_protocol = true,
+                Action::Domain(domain) => {
+                    if domain.get("domain").and_then(Value::as_str) == Some(ROW_TRACKING_DOMAIN) {
+                        commit.row_id_high_water_mark = domain
+                            .get("configuration")
+                            .and_then(Value::as_str)
+                            .and_then(high_water_mark_of);
+                    }
                 }
+                Action::Other => {}
             }
         }
         Ok(commit)
@@ -468,36 +460,6 @@ impl Commit {
             }
             _ => false,
         }
-    }
-}
-
-fn file_action(obj: &Map<String, Value>) -> FileAction {
-    let path = obj.get("path").and_then(Value::as_str).unwrap_or_default();
-    let partition_values = obj
-        .get("partitionValues")
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
-                .collect()
-        })
-        .unwrap_or_default();
-    FileAction {
-        path: decode_path(path),
-        size: obj.get("size").and_then(Value::as_u64),
-        partition_values,
-        // the protocol requires dataChange; a missing flag is treated as a data change, the
-        // cautious reading for every check in this crate
-        data_change: obj
-            .get("dataChange")
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
-        deletion_timestamp: obj.get("deletionTimestamp").and_then(Value::as_i64),
-        num_records: obj
-            .get("stats")
-            .and_then(Value::as_str)
-            .and_then(num_records_of),
-        deletion_vector: DeletionVector::from_json(obj.get("deletionVector")),
     }
 }
 

@@ -426,26 +426,11 @@ pub(crate) fn is_absolute(path: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-        std::fs::create_dir_all(to).expect("create dir");
-        for entry in std::fs::read_dir(from).expect("read dir") {
-            let entry = entry.expect("entry");
-            let target = to.join(entry.file_name());
-            if entry.file_type().expect("type").is_dir() {
-                copy_dir(&entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), &target).expect("copy");
-            }
-        }
-    }
-
     /// The log read here sees the same files as deltalake's replay, on tables other engines
     /// wrote: classic and multi-part checkpoints (Spark), v2 checkpoints with sidecars
     /// (Databricks 17.0), deletion vectors (Databricks).
     #[tokio::test]
     async fn the_latest_version_references_what_deltalake_replays() {
-        let reference =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reference");
         for name in [
             "simple_table_with_checkpoint",
             "checkpoint-v2-table",
@@ -454,7 +439,7 @@ mod tests {
             "delta-0.8.0-partitioned",
         ] {
             let dir = tempfile::tempdir().expect("temp dir");
-            copy_dir(&reference.join(name), dir.path());
+            crate::fixtures::aged::copy_reference(name, dir.path());
             let uri = dir.path().to_str().expect("utf-8");
             let table = crate::open::open_table(uri)
                 .await

@@ -112,7 +112,7 @@ pub(crate) async fn compact(
                 remove: crate::rewrite::select::remove_of(file),
             })
         })?;
-    let target = spec.target_size.get();
+    let target = spec.output.target_size.get();
     let bins: Vec<Bin> = by_partition
         .into_iter()
         .flat_map(|(partition, files)| {
@@ -228,7 +228,7 @@ impl BinContext {
                     &self.log_store,
                     &self.snapshot,
                     paths,
-                    self.spec.target_size,
+                    self.spec.output,
                 )
                 .await?;
                 (

@@ -15,7 +15,6 @@
 //! memory pool) was measured holding about ten times its input, and with a pool its final merge
 //! failed; this is why it is not used.
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use deltalake::arrow::record_batch::RecordBatch;
@@ -29,7 +28,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::DeltaError;
 use crate::rewrite::budget::Budget;
-use crate::rewrite::decode::PartitionFiles;
+use crate::rewrite::decode::{FileShape, PartitionFiles};
 use crate::rewrite::external_sort::{ExternalSort, RunLimit, Sorted};
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::select::OwnedFilter;
@@ -138,7 +137,7 @@ struct PartitionTask {
     log_store: LogStoreRef,
     snapshot: EagerSnapshot,
     key: Arc<ZKey>,
-    target_size: NonZeroU64,
+    output: FileShape,
     /// The files written are the table's clustering (`clusteringProvider`).
     clustering: bool,
 }
@@ -175,13 +174,8 @@ impl PartitionTask {
         let sorted = sort
             .finish()
             .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-        let writer = PartitionFiles::new(
-            uri,
-            &self.log_store,
-            &self.snapshot,
-            schema,
-            self.target_size,
-        )?;
+        let writer =
+            PartitionFiles::new(uri, &self.log_store, &self.snapshot, schema, self.output)?;
         let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
         tracing::debug!(
             table = uri,
@@ -248,7 +242,7 @@ pub(crate) async fn rewrite(
                     log_store: log_store.clone(),
                     snapshot: snapshot.clone(),
                     key: Arc::clone(&key),
-                    target_size: spec.target_size,
+                    output: spec.output,
                     clustering,
                 };
                 async move {

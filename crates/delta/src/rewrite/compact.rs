@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use tablekeeper_vocab::Operation;
+use tablekeeper_vocab::{Compression, Operation};
 
 use crate::error::DeltaError;
 use crate::log::read::{ordered_partition_values, partition_key};
@@ -33,6 +33,9 @@ pub struct CompactOptions {
     /// A file is small when its size is under `small_file_factor × target_file_size`
     /// (see [`DEFAULT_SMALL_FILE_FACTOR`]).
     pub small_file_factor: f64,
+    /// The encoding of the files compaction decodes and writes (`layout.compression`); row
+    /// groups it copies keep theirs.
+    pub compression: Compression,
     /// Plan and report, change nothing.
     pub dry_run: bool,
     /// Commit conflicts to retry before giving up with [`DeltaError::Conflict`].

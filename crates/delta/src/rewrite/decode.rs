@@ -3,9 +3,10 @@
 //! [`crate::rewrite::row_ids`]), deltalake's Parquet writer (`DeltaWriter`, statistics computed
 //! as it writes), and the commit of such a rewrite ([`crate::log::commit`]). Purge rewrites every file carrying a deletion vector this way; compaction rewrites
 //! the bins its copy path ([`crate::rewrite::splice`]) does not take; Z-order ([`crate::rewrite::cluster`]) sorts
-//! what the scan reads before writing it. Files are written as deltalake's
-//! OPTIMIZE writes them (zstd level 4), in row groups of at most [`ROW_GROUP_BYTES`]. Nothing here
-//! decodes Parquet or deletion vectors itself.
+//! what the scan reads before writing it. Files are written in the table's
+//! `layout.compression` ([`FileShape`]; by default zstd level 4, as deltalake's OPTIMIZE
+//! writes them), in row groups of at most [`ROW_GROUP_BYTES`]. Nothing here decodes Parquet or
+//! deletion vectors itself.
 
 use std::num::NonZeroU64;
 
@@ -23,8 +24,9 @@ use deltalake::{DeltaTable, DeltaTableError};
 use futures::StreamExt;
 use indexmap::IndexMap;
 
-use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::basic::{self, BrotliLevel, GzipLevel, ZstdLevel};
 use deltalake::parquet::file::properties::WriterProperties;
+use tablekeeper_vocab::{Codec, Compression};
 
 use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
@@ -45,18 +47,64 @@ pub(crate) const MEMORY_BYTES: u64 = 2 * ROW_GROUP_BYTES;
 /// `delta.randomPrefixLength` default).
 const RANDOM_PREFIX_LENGTH: usize = 2;
 
+/// What the files a rewrite writes look like: their size and their encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileShape {
+    /// The size files are cut at.
+    pub target_size: NonZeroU64,
+    /// The codec and level of every column chunk written.
+    pub compression: Compression,
+}
+
+impl FileShape {
+    /// The Parquet writer properties of such files: the compression, and row groups of at most
+    /// [`ROW_GROUP_BYTES`].
+    pub(crate) fn writer_properties(&self) -> WriterProperties {
+        WriterProperties::builder()
+            .set_compression(parquet_compression(self.compression))
+            .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
+            .build()
+    }
+}
+
+/// arrow-rs's form of `compression`. Levels were checked against the codec's range when the
+/// inventory was read ([`Compression::new`]), so the fallbacks below are never taken.
+fn parquet_compression(compression: Compression) -> basic::Compression {
+    let level = compression.level();
+    match compression.codec() {
+        Codec::Zstd => basic::Compression::ZSTD(
+            level
+                .and_then(|l| ZstdLevel::try_new(i32::try_from(l).ok()?).ok())
+                .unwrap_or_default(),
+        ),
+        Codec::Gzip => basic::Compression::GZIP(
+            level
+                .and_then(|l| GzipLevel::try_new(l).ok())
+                .unwrap_or_default(),
+        ),
+        Codec::Brotli => basic::Compression::BROTLI(
+            level
+                .and_then(|l| BrotliLevel::try_new(l).ok())
+                .unwrap_or_default(),
+        ),
+        Codec::Snappy => basic::Compression::SNAPPY,
+        Codec::Lz4 => basic::Compression::LZ4_RAW,
+        Codec::Uncompressed => basic::Compression::UNCOMPRESSED,
+    }
+}
+
 /// Writes the live rows of `paths` (files of one partition of `snapshot`, percent-decoded as
-/// `LogicalFileView::path`) into new files of about `target_size`. Returns their `add`
+/// `LogicalFileView::path`) into new files shaped as `shape` says. Returns their `add`
 /// actions, `dataChange: false`.
 pub(crate) async fn rewrite_files(
     uri: &str,
     log_store: &LogStoreRef,
     snapshot: &EagerSnapshot,
     paths: Vec<String>,
-    target_size: NonZeroU64,
+    shape: FileShape,
 ) -> Result<Vec<Add>, DeltaError> {
     let (schema, mut batches) = scan_files(uri, log_store, snapshot, paths).await?;
-    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, target_size)?;
+    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, shape)?;
     while let Some(batch) = batches.next().await {
         let batch =
             batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
@@ -105,19 +153,16 @@ pub(crate) struct PartitionFiles {
 
 impl PartitionFiles {
     /// A writer of rows of `schema` (partition columns included, logical names) into new files
-    /// of `snapshot`'s table of about `target_size`.
+    /// of `snapshot`'s table shaped as `shape` says.
     pub(crate) fn new(
         uri: &str,
         log_store: &LogStoreRef,
         snapshot: &EagerSnapshot,
         schema: SchemaRef,
-        target_size: NonZeroU64,
+        shape: FileShape,
     ) -> Result<Self, DeltaError> {
         let properties = snapshot.table_properties();
-        let properties_of_files = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(4).unwrap_or_default()))
-            .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
-            .build();
+        let properties_of_files = shape.writer_properties();
         let partition_columns = snapshot.metadata().partition_columns().to_vec();
         let unmapped = row_tracking(uri, snapshot)?
             .map(|tracking| tracking.columns().to_vec())
@@ -140,7 +185,7 @@ impl PartitionFiles {
             mapping.as_ref().map_or(schema, PhysicalNames::schema),
             partition_columns.iter().map(|c| physical(c)).collect(),
             Some(properties_of_files),
-            Some(target_size),
+            Some(shape.target_size),
             None,
             properties.num_indexed_cols(),
             properties
@@ -287,7 +332,7 @@ pub(crate) async fn commit_rewrite(
     }
     let parameters = serde_json::json!({
         "predicate": "[]",
-        "targetSize": spec.target_size.get().to_string(),
+        "targetSize": spec.output.target_size.get().to_string(),
     });
     let metrics = serde_json::json!({
         "numRemovedFiles": removes.len().to_string(),

@@ -81,7 +81,8 @@ pub(crate) async fn optimize_once(
         .optimize()
         .with_type(OptimizeType::Compact)
         .with_filters(&literals)
-        .with_target_size(spec.target_size)
+        .with_target_size(spec.output.target_size)
+        .with_writer_properties(spec.output.writer_properties())
         .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()))
         // commit every bin on its own: see the module docs
         .with_min_commit_interval(Duration::ZERO);

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tablekeeper_vocab::Operation;
+use tablekeeper_vocab::{Compression, Operation};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -22,6 +22,7 @@ use crate::error::DeltaError;
 use crate::prepare::{prepare, Prepared};
 use crate::report::OpReport;
 use crate::rewrite::compact::{self, CompactOptions};
+use crate::rewrite::decode::FileShape;
 use crate::rewrite::execute::{optimize_once, record_commits};
 use crate::rewrite::liquid;
 use crate::rewrite::plan::{Plan, Rewrite, RewriteSpec};
@@ -64,6 +65,15 @@ impl Optimize<'_> {
             Optimize::Compact(o) => o.max_conflict_retries,
             Optimize::ZOrder(o) => o.max_conflict_retries,
             Optimize::Purge(o) => o.max_conflict_retries,
+        }
+    }
+
+    /// The encoding of the files written.
+    pub(super) fn compression(self) -> Compression {
+        match self {
+            Optimize::Compact(o) => o.compression,
+            Optimize::ZOrder(o) => o.compression,
+            Optimize::Purge(o) => o.compression,
         }
     }
 
@@ -140,7 +150,10 @@ impl Optimize<'_> {
                 },
                 None => self.rewrite(),
             },
-            target_size: target,
+            output: FileShape {
+                target_size: target,
+                compression: self.compression(),
+            },
             marker: self.marker(run_id),
             deltalake_rewrites: protocol.deltalake_rewrites(),
             only: None,

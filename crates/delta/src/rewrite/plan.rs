@@ -5,12 +5,13 @@
 //! never import each other.
 
 use std::collections::{BTreeSet, HashMap};
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use deltalake::kernel::LogicalFileView;
 use serde_json::Value;
 use tablekeeper_vocab::Operation;
+
+use crate::rewrite::decode::FileShape;
 
 /// One partition to work on: its key and its raw values in partition-column order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,7 +84,8 @@ pub(crate) fn unclustered(provider: Option<&str>) -> bool {
 pub(crate) struct RewriteSpec {
     pub operation: Operation,
     pub rewrite: Rewrite,
-    pub target_size: NonZeroU64,
+    /// The size and encoding of the files written.
+    pub output: FileShape,
     /// Commit metadata: the run marker, plus `operationParameters` for Z-order.
     pub marker: HashMap<String, Value>,
     /// deltalake's OPTIMIZE may rewrite the table (it writes every feature the table has);

@@ -15,6 +15,7 @@ use std::num::NonZeroU64;
 
 use deltalake::kernel::Action;
 use deltalake::DeltaTable;
+use tablekeeper_vocab::Compression;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
@@ -30,6 +31,8 @@ use crate::run::cancellable;
 pub struct PurgeOptions {
     /// Size of the files written, in bytes.
     pub target_file_size: u64,
+    /// The encoding of the files written (`layout.compression`).
+    pub compression: Compression,
     /// Plan and report, change nothing.
     pub dry_run: bool,
     /// Commit conflicts to retry before giving up with [`DeltaError::Conflict`].
@@ -102,7 +105,7 @@ pub(crate) async fn rewrite(
                 &log_store,
                 &snapshot,
                 paths,
-                spec.target_size,
+                spec.output,
             )
             .await?;
             actions.extend(removes);

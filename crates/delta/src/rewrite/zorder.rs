@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use deltalake::DeltaTable;
 use serde::Serialize;
-use tablekeeper_vocab::Operation;
+use tablekeeper_vocab::{Compression, Operation};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
@@ -32,6 +32,8 @@ pub struct ZorderOptions {
     /// Version of the last Z-order: only partitions that received data after it are rewritten.
     /// `None` rewrites every partition.
     pub since_version: Option<i64>,
+    /// The encoding of the files written (`layout.compression`).
+    pub compression: Compression,
     /// Plan and report, change nothing.
     pub dry_run: bool,
     /// Commit conflicts to retry before giving up with [`DeltaError::Conflict`].

@@ -137,6 +137,7 @@ pub fn compact_small_files() -> tablekeeper_delta::CompactOptions {
         target_file_size: 64 * 1024 * 1024,
         min_small_files: 2,
         small_file_factor: 1.0,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -146,6 +147,7 @@ pub fn compact_small_files() -> tablekeeper_delta::CompactOptions {
 pub fn purge_vectors() -> tablekeeper_delta::PurgeOptions {
     tablekeeper_delta::PurgeOptions {
         target_file_size: 64 * 1024 * 1024,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -157,6 +159,7 @@ pub fn zorder_on(columns: &[&str]) -> tablekeeper_delta::ZorderOptions {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         target_file_size: 64 * 1024 * 1024,
         since_version: None,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -287,6 +290,7 @@ pub async fn rewriting_operations(
                 target_file_size: target,
                 min_small_files: 2,
                 small_file_factor: 0.75,
+                compression: Default::default(),
                 dry_run: false,
                 max_conflict_retries: 0,
             }),
@@ -299,6 +303,7 @@ pub async fn rewriting_operations(
                 columns: vec!["event_type".into()],
                 target_file_size: target,
                 since_version: None,
+                compression: Default::default(),
                 dry_run: false,
                 max_conflict_retries: 0,
             }),

@@ -11,6 +11,7 @@ fn options(min_small_files: u64) -> CompactOptions {
         target_file_size: TARGET,
         min_small_files,
         small_file_factor: 0.75,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 3,
     }

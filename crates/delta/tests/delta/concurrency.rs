@@ -19,6 +19,7 @@ fn compact_options() -> CompactOptions {
         target_file_size: 64 * 1024 * 1024,
         min_small_files: 2,
         small_file_factor: 0.75,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: MAX_CONFLICT_RETRIES,
     }

@@ -152,6 +152,7 @@ async fn compact(uri: &str) -> tablekeeper_delta::OpReport {
         target_file_size: 256 * 1024 * 1024,
         min_small_files: 2,
         small_file_factor: 0.75,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     };

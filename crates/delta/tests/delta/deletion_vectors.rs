@@ -33,6 +33,7 @@ fn compact_options() -> CompactOptions {
         target_file_size: TARGET,
         min_small_files: 2,
         small_file_factor: 0.75,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -43,6 +44,7 @@ fn zorder_options(column: &str) -> ZorderOptions {
         columns: vec![column.to_owned()],
         target_file_size: TARGET,
         since_version: None,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -51,6 +53,7 @@ fn zorder_options(column: &str) -> ZorderOptions {
 fn purge_options() -> PurgeOptions {
     PurgeOptions {
         target_file_size: TARGET,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -217,6 +220,7 @@ async fn purge_then_vacuum_leaves_no_deleted_row_on_storage() {
     let dry = optimize(
         &t.uri,
         Optimize::Purge(&PurgeOptions {
+            compression: Default::default(),
             dry_run: true,
             ..purge_options()
         }),

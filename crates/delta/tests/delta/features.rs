@@ -46,6 +46,7 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
                     target_file_size: target,
                     min_small_files: 2,
                     small_file_factor: 1.0,
+                    compression: Default::default(),
                     dry_run: false,
                     max_conflict_retries: 0,
                 }),
@@ -63,6 +64,7 @@ async fn every_operation(uri: &str) -> Vec<(&'static str, Result<OpReport, Delta
                 uri,
                 Optimize::Purge(&PurgeOptions {
                     target_file_size: target,
+                    compression: Default::default(),
                     dry_run: false,
                     max_conflict_retries: 0,
                 }),

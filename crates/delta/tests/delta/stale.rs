@@ -21,6 +21,7 @@ fn compact_options(target: u64) -> CompactOptions {
         target_file_size: target,
         min_small_files: 2,
         small_file_factor: 1.0,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     }
@@ -263,6 +264,7 @@ async fn partitioned_tables_and_z_order_are_repaired() {
             columns: vec!["event_type".into()],
             target_file_size: 1 << 30,
             since_version: None,
+            compression: Default::default(),
             dry_run: false,
             max_conflict_retries: 0,
         }),
@@ -350,6 +352,7 @@ async fn run_zorder(t: &TestTable) -> tablekeeper_delta::OpReport {
             columns: vec!["event_type".into()],
             target_file_size: 1 << 30,
             since_version: None,
+            compression: Default::default(),
             dry_run: false,
             max_conflict_retries: 0,
         }),

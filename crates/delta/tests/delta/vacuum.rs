@@ -45,6 +45,7 @@ async fn table_with_tombstones() -> TestTable {
             target_file_size: 64 * 1024 * 1024,
             min_small_files: 2,
             small_file_factor: 0.75,
+            compression: Default::default(),
             dry_run: false,
             max_conflict_retries: 0,
         }),

@@ -12,6 +12,7 @@ fn options(columns: &[&str], since_version: Option<i64>) -> ZorderOptions {
         columns: columns.iter().map(|c| (*c).to_owned()).collect(),
         target_file_size: TARGET,
         since_version,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 2,
     }

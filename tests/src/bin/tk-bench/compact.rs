@@ -81,6 +81,7 @@ pub async fn bench_compact(args: &Args) -> Result<serde_json::Value> {
         target_file_size: TARGET_FILE_SIZE,
         min_small_files: 2,
         small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: 0,
     };
@@ -111,6 +112,7 @@ pub async fn bench_compact(args: &Args) -> Result<serde_json::Value> {
             columns: vec![ZORDER_COLUMN.to_owned()],
             target_file_size: TARGET_FILE_SIZE,
             since_version: None,
+            compression: Default::default(),
             dry_run: false,
             max_conflict_retries: 0,
         };

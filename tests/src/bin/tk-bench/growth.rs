@@ -302,6 +302,7 @@ async fn scheduled_day(
             target_file_size: spec.compaction.target_file_size,
             min_small_files: min,
             small_file_factor: DEFAULT_SMALL_FILE_FACTOR,
+            compression: Default::default(),
             dry_run: false,
             max_conflict_retries: CONFLICT_RETRIES,
         };
@@ -485,6 +486,7 @@ async fn run_zorder(
         columns: spec.layout.zorder.clone(),
         target_file_size: spec.compaction.target_file_size,
         since_version,
+        compression: Default::default(),
         dry_run: false,
         max_conflict_retries: CONFLICT_RETRIES,
     };
