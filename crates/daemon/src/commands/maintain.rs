@@ -1,7 +1,7 @@
 //! `tablekeeper maintain`: one operation on one table, now, in the foreground, through
 //! the same executor the daemon's workers use; no job store involved. A rewrite the daemon
-//! would split into tasks runs as the same tasks here, one after another, its progress on
-//! stderr (`progress.rs`).
+//! would split into tasks runs as the same tasks here, as many at once as there are cores, its
+//! progress on stderr (`progress.rs`).
 //!
 //! Like a manual trigger through the API it ignores the need thresholds (an operator who asks
 //! for a checkpoint gets one) unless `--if-needed`, and never the safety checks. Without a job
@@ -15,11 +15,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use chrono::Utc;
+use futures::StreamExt as _;
 use tablekeeper_delta::{LogCleanup, OpReport, TaskCommits, TaskRun, TaskSummary, VacuumMode};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::TaskState;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
+use crate::delta_runtime;
 use crate::executor::{self, ExecError, RunContext};
 use crate::planner::{self, Decision, Need, Probed};
 use crate::progress::TaskProgress;
@@ -132,10 +135,12 @@ pub async fn run(request: Request<'_>) -> ExitCode {
     super::print_outcome(table, op, outcome)
 }
 
-/// A rewrite the daemon would split into tasks runs here as those tasks, one after another
-/// (each already uses every core), with its progress on stderr. Tasks whose inputs another
-/// writer changed meanwhile commit nothing and are named in the report's warnings: run
-/// `maintain` again to rewrite what they left.
+/// A rewrite the daemon would split into tasks runs here as those tasks, as many at once as
+/// the machine has cores (a task of one partition's single bin computes on one core; the
+/// rewrite memory budget bounds them together as it bounds a replica's workers), with its
+/// progress on stderr. Tasks whose inputs another writer changed meanwhile commit nothing and
+/// are named in the report's warnings: run `maintain` again to rewrite what they left. The
+/// first task that fails stops the ones not yet committed; what committed stays, named.
 async fn run_as_tasks(
     spec: &TableSpec,
     op: Operation,
@@ -152,39 +157,57 @@ async fn run_as_tasks(
     }
     let mut progress =
         TaskProgress::start(plan.tasks.len(), plan.tasks.iter().map(|t| t.bytes).sum());
+    let at_once = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(plan.tasks.len());
+    let stop = cancel.child_token();
+    let mut running = futures::stream::iter(plan.tasks.iter().enumerate())
+        .map(|(n, input)| {
+            let running = delta_runtime::spawn({
+                let (spec, ctx, input, stop) =
+                    (spec.clone(), ctx.clone(), input.clone(), stop.clone());
+                async move { executor::run_task(&spec, op, &ctx, &input, stop).await }
+                    .in_current_span()
+            });
+            async move {
+                (
+                    n,
+                    input,
+                    running.await.map_err(ExecError::from).and_then(|r| r),
+                )
+            }
+        })
+        .buffered(at_once);
     let mut parts = Vec::new();
     let mut summaries = Vec::new();
     let mut warnings = plan.refused.clone();
-    for (n, input) in plan.tasks.iter().enumerate() {
+    let mut failed = None;
+    while let Some((n, input, result)) = running.next().await {
         let task = i32::try_from(n).unwrap_or(i32::MAX);
-        let (state, commits, error) =
-            match executor::run_task(spec, op, &ctx, input, cancel.clone()).await {
-                Ok(TaskRun::Committed(report)) => {
-                    let part: TaskCommits = serde_json::to_value(&report)
-                        .and_then(serde_json::from_value)
-                        .unwrap_or_default();
-                    let commits = part.commits.clone();
-                    parts.push(part);
-                    (TaskState::Succeeded, commits, None)
-                }
-                Ok(TaskRun::Replan(reason)) => {
-                    warnings.push(format!(
-                        "task {task} (partition `{}`): {reason}; run maintain again",
-                        input.partition
-                    ));
-                    (TaskState::Replanned, Vec::new(), Some(reason))
-                }
-                Err(e) => {
-                    progress.finish();
-                    let done: Vec<i64> = parts.iter().flat_map(|p| p.commits.clone()).collect();
-                    return Err(ExecError::TaskFailed(format!(
-                        "task {task} of {} (partition `{}`) failed: {e}; the tasks before it \
-                         committed versions {done:?}, which stay",
-                        plan.tasks.len(),
-                        input.partition
-                    )));
-                }
-            };
+        let (state, commits, error) = match result {
+            Ok(TaskRun::Committed(report)) => {
+                let part: TaskCommits = serde_json::to_value(&report)
+                    .and_then(serde_json::from_value)
+                    .unwrap_or_default();
+                let commits = part.commits.clone();
+                parts.push(part);
+                (TaskState::Succeeded, commits, None)
+            }
+            Ok(TaskRun::Replan(reason)) => {
+                warnings.push(format!(
+                    "task {task} (partition `{}`): {reason}; run maintain again",
+                    input.partition
+                ));
+                (TaskState::Replanned, Vec::new(), Some(reason))
+            }
+            // the tasks stopped after the first failure end cancelled: not failures of theirs
+            Err(_) if failed.is_some() => (TaskState::Cancelled, Vec::new(), None),
+            Err(e) => {
+                stop.cancel();
+                failed = Some((task, input.partition.clone(), e.to_string()));
+                (TaskState::Failed, Vec::new(), Some(e.to_string()))
+            }
+        };
         progress.task_done(input.bytes, state.as_str());
         summaries.push(TaskSummary {
             task,
@@ -197,6 +220,15 @@ async fn run_as_tasks(
             commits,
             error,
         });
+    }
+    if let Some((task, partition, error)) = failed {
+        progress.finish();
+        let done: Vec<i64> = parts.iter().flat_map(|p| p.commits.clone()).collect();
+        return Err(ExecError::TaskFailed(format!(
+            "task {task} of {} (partition `{partition}`) failed: {error}; the tasks still \
+             running were stopped; the versions the others committed, {done:?}, stay",
+            plan.tasks.len(),
+        )));
     }
     progress.finish();
     let mut report = OpReport::of_tasks(
