@@ -1,5 +1,5 @@
-//! `tablekeeper maintain` runs a rewrite the daemon would split as the same tasks, one after
-//! another, with its progress on stderr (plain lines here: stderr is not a terminal), and the
+//! `tablekeeper maintain` runs a rewrite the daemon would split as the same tasks, side by
+//! side up to the cores, with its progress on stderr (plain lines here: stderr is not a terminal), and the
 //! report names each task; rows read the same through deltalake and python deltalake. A
 //! Z-order partition over `maintenance.max_task_bytes` is refused, naming the key and the fix.
 
