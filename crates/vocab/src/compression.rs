@@ -6,47 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-crate::closed_set! {
-    /// A Parquet compression codec, as `layout.compression` names it.
-    #[derive(schemars::JsonSchema)]
-    pub enum Codec as "compression codec" {
-        /// Zstandard, levels 1–22; the default.
-        Zstd => "zstd",
-        /// Snappy (Spark's default); no level.
-        Snappy => "snappy",
-        /// LZ4 in Parquet's raw framing (`LZ4_RAW`); no level.
-        Lz4 => "lz4",
-        /// Gzip, levels 0–9.
-        Gzip => "gzip",
-        /// Brotli, levels 0–11.
-        Brotli => "brotli",
-        /// No compression.
-        Uncompressed => "uncompressed",
-    }
-}
-
-impl Codec {
-    /// The levels the codec accepts, `None` for a codec without levels.
-    pub fn levels(self) -> Option<(u32, u32)> {
-        match self {
-            Codec::Zstd => Some((1, 22)),
-            Codec::Gzip => Some((0, 9)),
-            Codec::Brotli => Some((0, 11)),
-            Codec::Snappy | Codec::Lz4 | Codec::Uncompressed => None,
-        }
-    }
-
-    /// The level used when none is given: zstd 4 (deltalake's OPTIMIZE), gzip 6 (zlib's),
-    /// brotli 1 (arrow-rs's).
-    pub fn default_level(self) -> Option<u32> {
-        match self {
-            Codec::Zstd => Some(4),
-            Codec::Gzip => Some(6),
-            Codec::Brotli => Some(1),
-            Codec::Snappy | Codec::Lz4 | Codec::Uncompressed => None,
-        }
-    }
-}
+use crate::names::Codec;
 
 /// A codec and, for codecs that have them, a level inside the codec's range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -11,9 +11,9 @@ mod compression;
 mod ids;
 mod names;
 
-pub use compression::{Codec, Compression};
+pub use compression::Compression;
 pub use ids::{JobId, Lease, TaskLease};
 pub use names::{
-    AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, TaskState,
+    AttemptOutcome, Codec, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, TaskState,
     Trigger, UnknownName,
 };

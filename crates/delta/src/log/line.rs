@@ -1,5 +1,5 @@
 //! One line of a JSON commit, read into the one action [`crate::log::read::Commit`] keeps of
-//! it.
+//! it, and an `add` or `remove` reduced to the fields this crate reads ([`FileAction`]).
 //!
 //! Most of a log's bytes are its `add` actions: statistics, tags, partition values. Reading a
 //! line into a JSON tree first allocates every key and string of them (the largest part of a
@@ -18,7 +18,44 @@ use serde_json::{Map, Value};
 
 use crate::log::deletion_vector::DeletionVector;
 use crate::log::path::decode_path;
-use crate::log::read::{num_records_of, FileAction};
+
+/// An add or remove action, reduced to what this crate needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileAction {
+    /// Path relative to the table root, percent-decoded.
+    pub path: String,
+    pub size: Option<u64>,
+    pub partition_values: HashMap<String, Option<String>>,
+    pub data_change: bool,
+    pub deletion_timestamp: Option<i64>,
+    /// `stats.numRecords` of an add, when the writer recorded statistics.
+    pub num_records: Option<u64>,
+    /// Its deletion vector, when it has one (removes carry the vector of the file they end).
+    pub deletion_vector: Option<DeletionVector>,
+}
+
+impl FileAction {
+    /// Rows its deletion vector marks deleted; 0 without one.
+    pub fn deleted_rows(&self) -> u64 {
+        self.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality)
+    }
+
+    /// Rows still visible in it, when its statistics say how many it holds.
+    pub fn live_rows(&self) -> Option<u64> {
+        self.num_records
+            .map(|rows| rows.saturating_sub(self.deleted_rows()))
+    }
+}
+
+/// `numRecords` out of an add's `stats` JSON string, without parsing the column statistics.
+pub(crate) fn num_records_of(stats: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Rows {
+        #[serde(rename = "numRecords")]
+        num_records: Option<u64>,
+    }
+    serde_json::from_str::<Rows>(stats).ok()?.num_records
+}
 
 /// The action a line holds, by the precedence commits are read with: `commitInfo`, `add`,
 /// `remove`, `cdc`, `metaData`, `protocol`, `domainMetadata`.

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{Map, Value};
 
 use crate::error::DeltaError;
-use crate::log::deletion_vector::DeletionVector;
+pub(crate) use crate::log::line::{num_records_of, FileAction};
 use crate::log::line::{read_line, Action};
 
 /// Name of the commitInfo key under which tablekeeper records who wrote a commit.
@@ -238,34 +238,6 @@ fn classify_log_file(name: &str) -> Option<LogFile> {
     Some(LogFile::Checkpoint { version, part })
 }
 
-/// An add or remove action, reduced to what this crate needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FileAction {
-    /// Path relative to the table root, percent-decoded.
-    pub path: String,
-    pub size: Option<u64>,
-    pub partition_values: HashMap<String, Option<String>>,
-    pub data_change: bool,
-    pub deletion_timestamp: Option<i64>,
-    /// `stats.numRecords` of an add, when the writer recorded statistics.
-    pub num_records: Option<u64>,
-    /// Its deletion vector, when it has one (removes carry the vector of the file they end).
-    pub deletion_vector: Option<DeletionVector>,
-}
-
-impl FileAction {
-    /// Rows its deletion vector marks deleted; 0 without one.
-    pub fn deleted_rows(&self) -> u64 {
-        self.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality)
-    }
-
-    /// Rows still visible in it, when its statistics say how many it holds.
-    pub fn live_rows(&self) -> Option<u64> {
-        self.num_records
-            .map(|rows| rows.saturating_sub(self.deleted_rows()))
-    }
-}
-
 /// One JSON commit, reduced.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Commit {
@@ -469,16 +441,6 @@ pub(crate) fn high_water_mark_of(configuration: &str) -> Option<i64> {
         .ok()?
         .get("rowIdHighWaterMark")?
         .as_i64()
-}
-
-/// `numRecords` out of an add's `stats` JSON string, without parsing the column statistics.
-pub(crate) fn num_records_of(stats: &str) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    struct Rows {
-        #[serde(rename = "numRecords")]
-        num_records: Option<u64>,
-    }
-    serde_json::from_str::<Rows>(stats).ok()?.num_records
 }
 
 /// Reads one JSON commit; `None` when it is not (or no longer) on disk. The commit carries its

@@ -28,10 +28,11 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::DeltaError;
 use crate::rewrite::budget::Budget;
-use crate::rewrite::decode::{FileShape, PartitionFiles};
+use crate::rewrite::decode::PartitionFiles;
 use crate::rewrite::external_sort::{ExternalSort, RunLimit, Sorted};
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::select::OwnedFilter;
+use crate::rewrite::shape::FileShape;
 use crate::rewrite::zkey::ZKey;
 use crate::run::cancellable;
 

@@ -4,11 +4,9 @@
 //! as it writes), and the commit of such a rewrite ([`crate::log::commit`]). Purge rewrites every file carrying a deletion vector this way; compaction rewrites
 //! the bins its copy path ([`crate::rewrite::splice`]) does not take; Z-order ([`crate::rewrite::cluster`]) sorts
 //! what the scan reads before writing it. Files are written in the table's
-//! `layout.compression` ([`FileShape`]; by default zstd level 4, as deltalake's OPTIMIZE
-//! writes them), in row groups of at most [`ROW_GROUP_BYTES`]. Nothing here decodes Parquet or
+//! `layout.compression` and row groups of at most [`ROW_GROUP_BYTES`]
+//! ([`crate::rewrite::shape`]). Nothing here decodes Parquet or
 //! deletion vectors itself.
-
-use std::num::NonZeroU64;
 
 use delta_kernel::expressions::Scalar;
 use deltalake::arrow::array::{RecordBatch, Scalar as ArrowScalar};
@@ -24,20 +22,12 @@ use deltalake::{DeltaTable, DeltaTableError};
 use futures::StreamExt;
 use indexmap::IndexMap;
 
-use deltalake::parquet::basic::{self, BrotliLevel, GzipLevel, ZstdLevel};
-use deltalake::parquet::file::properties::WriterProperties;
-use tablekeeper_vocab::{Codec, Compression};
-
 use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::row_ids::row_tracking;
-
-/// The largest row group written (encoded bytes): it bounds what one rewrite holds in memory,
-/// and keeps row groups the size Spark writes by default (`parquet.block.size`, 128 MiB) or
-/// under.
-pub(crate) const ROW_GROUP_BYTES: u64 = 64 * 1024 * 1024;
+use crate::rewrite::shape::{FileShape, ROW_GROUP_BYTES};
 
 /// What one decoding rewrite is reckoned to hold, for the rewrite budget: the row group being
 /// encoded, the decoded batches feeding it and the upload.
@@ -46,52 +36,6 @@ pub(crate) const MEMORY_BYTES: u64 = 2 * ROW_GROUP_BYTES;
 /// Length of the random directory files of column-mapped tables are written under (Delta's
 /// `delta.randomPrefixLength` default).
 const RANDOM_PREFIX_LENGTH: usize = 2;
-
-/// What the files a rewrite writes look like: their size and their encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileShape {
-    /// The size files are cut at.
-    pub target_size: NonZeroU64,
-    /// The codec and level of every column chunk written.
-    pub compression: Compression,
-}
-
-impl FileShape {
-    /// The Parquet writer properties of such files: the compression, and row groups of at most
-    /// [`ROW_GROUP_BYTES`].
-    pub(crate) fn writer_properties(&self) -> WriterProperties {
-        WriterProperties::builder()
-            .set_compression(parquet_compression(self.compression))
-            .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
-            .build()
-    }
-}
-
-/// arrow-rs's form of `compression`. Levels were checked against the codec's range when the
-/// inventory was read ([`Compression::new`]), so the fallbacks below are never taken.
-fn parquet_compression(compression: Compression) -> basic::Compression {
-    let level = compression.level();
-    match compression.codec() {
-        Codec::Zstd => basic::Compression::ZSTD(
-            level
-                .and_then(|l| ZstdLevel::try_new(i32::try_from(l).ok()?).ok())
-                .unwrap_or_default(),
-        ),
-        Codec::Gzip => basic::Compression::GZIP(
-            level
-                .and_then(|l| GzipLevel::try_new(l).ok())
-                .unwrap_or_default(),
-        ),
-        Codec::Brotli => basic::Compression::BROTLI(
-            level
-                .and_then(|l| BrotliLevel::try_new(l).ok())
-                .unwrap_or_default(),
-        ),
-        Codec::Snappy => basic::Compression::SNAPPY,
-        Codec::Lz4 => basic::Compression::LZ4_RAW,
-        Codec::Uncompressed => basic::Compression::UNCOMPRESSED,
-    }
-}
 
 /// Writes the live rows of `paths` (files of one partition of `snapshot`, percent-decoded as
 /// `LogicalFileView::path`) into new files shaped as `shape` says. Returns their `add`

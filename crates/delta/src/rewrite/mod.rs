@@ -36,6 +36,7 @@ pub(crate) mod purge;
 pub(crate) mod row_ids;
 pub(crate) mod scan;
 pub(crate) mod select;
+pub(crate) mod shape;
 pub(crate) mod splice;
 pub(crate) mod tasks;
 pub(crate) mod zkey;

@@ -11,7 +11,7 @@ use deltalake::kernel::LogicalFileView;
 use serde_json::Value;
 use tablekeeper_vocab::Operation;
 
-use crate::rewrite::decode::FileShape;
+use crate::rewrite::shape::FileShape;
 
 /// One partition to work on: its key and its raw values in partition-column order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
