@@ -12,9 +12,7 @@ pub(crate) const COMPRESSION_KEYS: &[&str] = &["codec", "level"];
 pub(crate) fn read_compression(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<Compression> {
     if let Value::Str(_) = node.value {
         let codec = read_codec(ctx, node, field)?;
-        return Compression::new(codec, None)
-            .map_err(|message| ctx.error(node.loc, field, message))
-            .ok();
+        return checked(ctx, node, field, codec, None);
     }
     if !matches!(node.value, Value::Map(_)) {
         ctx.error(
@@ -49,29 +47,32 @@ pub(crate) fn read_compression(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> O
         return None;
     };
     let codec = read_codec(ctx, codec_node, &block.field("codec"))?;
-    let level_field = block.field("level");
-    let level = match block.node("level") {
-        None => None,
-        Some(level_node) => {
-            let level = read_count(
-                ctx,
-                level_node,
-                &level_field,
-                0,
-                u64::from(u32::MAX),
-                "a level is a whole number",
-            )?;
-            let level = u32::try_from(level).unwrap_or(u32::MAX);
-            // the codec's range is reported at the level's own line
-            if let Err(message) = Compression::new(codec, Some(level)) {
-                ctx.error(level_node.loc, &level_field, message);
-                return None;
-            }
-            Some(level)
-        }
+    let Some(level_node) = block.node("level") else {
+        return checked(ctx, node, field, codec, None);
     };
+    let level_field = block.field("level");
+    let level = read_count(
+        ctx,
+        level_node,
+        &level_field,
+        0,
+        u64::from(u32::MAX),
+        "a level is a whole number",
+    )?;
+    let level = u32::try_from(level).unwrap_or(u32::MAX);
+    checked(ctx, level_node, &level_field, codec, Some(level))
+}
+
+/// `codec` at `level`, or the codec's own words on what it accepts, reported at `node`.
+fn checked(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+    field: &str,
+    codec: Codec,
+    level: Option<u32>,
+) -> Option<Compression> {
     Compression::new(codec, level)
-        .map_err(|message| ctx.error(block.loc, field, message))
+        .map_err(|message| ctx.error(node.loc, field, message))
         .ok()
 }
 

@@ -1,5 +1,5 @@
 //! The transaction log, read and kept: reading it directly ([`read`]: listings, commits,
-//! partition keys, `_last_checkpoint`; [`line`]: one commit line into the action kept), the deletion vectors its actions name
+//! partition keys, `_last_checkpoint`), the deletion vectors its actions name
 //! ([`deletion_vector`]), which versions load and what cleanup may delete ([`integrity`]), the
 //! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
 //! does delete log files, after writing a checkpoint ([`checkpoint`]), every commit tablekeeper
@@ -16,7 +16,6 @@ pub(crate) mod domain;
 pub(crate) mod guard;
 pub(crate) mod history;
 pub(crate) mod integrity;
-pub(crate) mod line;
 pub(crate) mod path;
 pub(crate) mod read;
 pub(crate) mod references;

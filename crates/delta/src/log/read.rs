@@ -14,8 +14,8 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{Map, Value};
 
 use crate::error::DeltaError;
-pub(crate) use crate::log::line::{num_records_of, FileAction};
-use crate::log::line::{read_line, Action};
+use crate::log::deletion_vector::DeletionVector;
+use crate::log::path::decode_path;
 
 /// Name of the commitInfo key under which tablekeeper records who wrote a commit.
 pub(crate) const MARKER_KEY: &str = "tablekeeper";
@@ -238,6 +238,34 @@ fn classify_log_file(name: &str) -> Option<LogFile> {
     Some(LogFile::Checkpoint { version, part })
 }
 
+/// An add or remove action, reduced to what this crate needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileAction {
+    /// Path relative to the table root, percent-decoded.
+    pub path: String,
+    pub size: Option<u64>,
+    pub partition_values: HashMap<String, Option<String>>,
+    pub data_change: bool,
+    pub deletion_timestamp: Option<i64>,
+    /// `stats.numRecords` of an add, when the writer recorded statistics.
+    pub num_records: Option<u64>,
+    /// Its deletion vector, when it has one (removes carry the vector of the file they end).
+    pub deletion_vector: Option<DeletionVector>,
+}
+
+impl FileAction {
+    /// Rows its deletion vector marks deleted; 0 without one.
+    pub fn deleted_rows(&self) -> u64 {
+        self.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality)
+    }
+
+    /// Rows still visible in it, when its statistics say how many it holds.
+    pub fn live_rows(&self) -> Option<u64> {
+        self.num_records
+            .map(|rows| rows.saturating_sub(self.deleted_rows()))
+    }
+}
+
 /// One JSON commit, reduced.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Commit {
@@ -267,22 +295,30 @@ impl Commit {
             ..Commit::default()
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match read_line(version, line)? {
-                Action::Info(info) => commit.commit_info = Some(info),
-                Action::Add(add) => commit.adds.push(add),
-                Action::Remove(remove) => commit.removes.push(remove),
-                Action::Cdc => commit.cdc_files += 1,
-                Action::MetaData => commit.changes_metadata = true,
-                Action::Protocol => commit.changes_protocol = true,
-                Action::Domain(domain) => {
-                    if domain.get("domain").and_then(Value::as_str) == Some(ROW_TRACKING_DOMAIN) {
-                        commit.row_id_high_water_mark = domain
-                            .get("configuration")
-                            .and_then(Value::as_str)
-                            .and_then(high_water_mark_of);
-                    }
+            let value: Value = serde_json::from_str(line)
+                .map_err(|err| format!("commit {version} holds invalid json: {err}"))?;
+            let Value::Object(mut action) = value else {
+                continue;
+            };
+            if let Some(Value::Object(info)) = action.remove("commitInfo") {
+                commit.commit_info = Some(info);
+            } else if let Some(Value::Object(add)) = action.remove("add") {
+                commit.adds.push(file_action(&add));
+            } else if let Some(Value::Object(remove)) = action.remove("remove") {
+                commit.removes.push(file_action(&remove));
+            } else if action.contains_key("cdc") {
+                commit.cdc_files += 1;
+            } else if action.contains_key("metaData") {
+                commit.changes_metadata = true;
+            } else if action.contains_key("protocol") {
+                commit.changes_protocol = true;
+            } else if let Some(Value::Object(domain)) = action.remove("domainMetadata") {
+                if domain.get("domain").and_then(Value::as_str) == Some(ROW_TRACKING_DOMAIN) {
+                    commit.row_id_high_water_mark = domain
+                        .get("configuration")
+                        .and_then(Value::as_str)
+                        .and_then(high_water_mark_of);
                 }
-                Action::Other => {}
             }
         }
         Ok(commit)
@@ -435,12 +471,52 @@ impl Commit {
     }
 }
 
+fn file_action(obj: &Map<String, Value>) -> FileAction {
+    let path = obj.get("path").and_then(Value::as_str).unwrap_or_default();
+    let partition_values = obj
+        .get("partitionValues")
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default();
+    FileAction {
+        path: decode_path(path),
+        size: obj.get("size").and_then(Value::as_u64),
+        partition_values,
+        // the protocol requires dataChange; a missing flag is treated as a data change, the
+        // cautious reading for every check in this crate
+        data_change: obj
+            .get("dataChange")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        deletion_timestamp: obj.get("deletionTimestamp").and_then(Value::as_i64),
+        num_records: obj
+            .get("stats")
+            .and_then(Value::as_str)
+            .and_then(num_records_of),
+        deletion_vector: DeletionVector::from_json(obj.get("deletionVector")),
+    }
+}
+
 /// `rowIdHighWaterMark` out of the `delta.rowTracking` domain's configuration.
 pub(crate) fn high_water_mark_of(configuration: &str) -> Option<i64> {
     serde_json::from_str::<Value>(configuration)
         .ok()?
         .get("rowIdHighWaterMark")?
         .as_i64()
+}
+
+/// `numRecords` out of an add's `stats` JSON string, without parsing the column statistics.
+pub(crate) fn num_records_of(stats: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Rows {
+        #[serde(rename = "numRecords")]
+        num_records: Option<u64>,
+    }
+    serde_json::from_str::<Rows>(stats).ok()?.num_records
 }
 
 /// Reads one JSON commit; `None` when it is not (or no longer) on disk. The commit carries its
