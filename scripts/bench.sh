@@ -511,6 +511,10 @@ if probe and pyprobe:
     print(f"| cold: vs DeltaTable() + get_add_actions() | {probe['cold_probe_seconds']:.2f} s | {pyprobe['load_seconds'] + pyprobe['add_actions_seconds']:.2f} s | {cold_actions:.2f}x time |")
     if "first_damage_check_ended_seconds" in probe:
         print(f"| (its first damage check, beside the probe: ended at) | {probe['first_damage_check_ended_seconds']:.2f} s | - | - |")
+    if "first_history_read_ended_seconds" in probe:
+        pending = "history pending" if probe["cold_probe_history_pending"] else "history read inside the probe"
+        history_at = probe["first_history_read_ended_seconds"] / pyprobe["load_seconds"]
+        print(f"| (its first history read, {pending}: ended at) | {probe['first_history_read_ended_seconds']:.2f} s | {pyprobe['load_seconds']:.2f} s | {history_at:.2f}x time |")
     print(f"| (deltalake's own table load inside tk-bench) | {probe['deltalake_load_seconds']:.2f} s | - | - |")
     print(f"| (floor: one object-store listing of the table root, {probe['objects_listed']:,} objects) | {probe['object_store_listing_seconds']:.2f} s | - | - |")
     print(f"| (floor: reading and parsing every JSON commit) | {probe['read_all_json_commits_seconds']:.2f} s | - | - |")

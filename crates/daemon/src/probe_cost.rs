@@ -68,7 +68,7 @@ async fn replica(
             loaded_snapshots: config.loaded_snapshots,
             clock: clock.clone(),
             restore_drill_every: config.restore_drill_every,
-            first_check_beside: true,
+            first_sight_beside: true,
         },
     ));
     let metrics = Metrics::new().expect("metrics");

@@ -110,7 +110,7 @@ pub async fn serve(config: DaemonConfig, stop: CancellationToken) -> anyhow::Res
             loaded_snapshots: config.loaded_snapshots,
             clock: crate::fleet::Clock::default(),
             restore_drill_every: config.restore_drill_every,
-            first_check_beside: true,
+            first_sight_beside: true,
         },
     ));
     crate::publish::inventory(&metrics, &fleet, &InventoryChange::default());

@@ -39,9 +39,10 @@ pub(crate) enum Seen {
     Unchanged,
     /// A new version, a first probe, or a failed probe (retried at the active interval).
     Moved,
-    /// The table's first damage check still runs beside the probe: probed again after
-    /// [`CHECK_FOLLOW_UP`] (or the active interval, when shorter) to take its verdict, so
-    /// damage present at start-up is reported within seconds of the listing's end.
+    /// The table's first damage check or first history read still runs beside the probe:
+    /// probed again after [`CHECK_FOLLOW_UP`] (or the active interval, when shorter) to take
+    /// its result, so damage present at start-up is reported within seconds of the listing's
+    /// end, and the operations held for the history wait no longer than that.
     CheckPending,
 }
 

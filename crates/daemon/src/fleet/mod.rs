@@ -108,8 +108,8 @@ pub(crate) struct Fleet {
     clock: Clock,
     /// How often each table's restore drill runs.
     restore_drill_every: Duration,
-    /// Whether a table's first damage check runs beside its first probe.
-    first_check_beside: bool,
+    /// Whether a table's first damage check and first history read run beside its first probe.
+    first_sight_beside: bool,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
@@ -121,9 +121,9 @@ pub(crate) struct FleetOptions {
     pub clock: Clock,
     /// How often each table's restore drill runs (`restore_drill_every`).
     pub restore_drill_every: Duration,
-    /// Run each table's first damage check beside its first probe
-    /// (`ProbeOptions::first_check_beside`): a daemon does; a command that probes once does not.
-    pub first_check_beside: bool,
+    /// Run each table's first damage check and first history read beside its first probe
+    /// (`ProbeOptions::first_sight_beside`): a daemon does; a command that probes once does not.
+    pub first_sight_beside: bool,
 }
 
 impl FleetOptions {
@@ -138,7 +138,7 @@ impl FleetOptions {
             loaded_snapshots: 1,
             clock: Clock::default(),
             restore_drill_every: tablekeeper_delta::DEFAULT_DRILL_EVERY,
-            first_check_beside: false,
+            first_sight_beside: false,
         }
     }
 }
@@ -154,7 +154,7 @@ impl Fleet {
             peers: RwLock::default(),
             clock: options.clock,
             restore_drill_every: options.restore_drill_every,
-            first_check_beside: options.first_check_beside,
+            first_sight_beside: options.first_sight_beside,
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -258,7 +258,7 @@ impl Fleet {
                 allow_short_retention: spec.retention.allow_short_retention,
                 every: self.restore_drill_every,
             }),
-            first_check_beside: self.first_check_beside,
+            first_sight_beside: self.first_sight_beside,
             ..ProbeOptions::for_target(spec.compaction.target_file_size)
         };
         // on the Delta runtime: a log replay computes without yielding for as long as the
@@ -288,13 +288,20 @@ impl Fleet {
         let now = Utc::now().trunc_subsecs(3);
         let probed = self.clock.now();
         match result {
-            Ok(probe) => {
+            Ok(mut probe) => {
                 self.update_state(&spec.name, |s| {
                     let seen = match &s.probe {
-                        _ if probe.damage_check_pending => Seen::CheckPending,
+                        _ if probe.damage_check_pending || probe.history_pending => {
+                            Seen::CheckPending
+                        }
                         Some(previous) if previous.version == probe.version => Seen::Unchanged,
                         _ => Seen::Moved,
                     };
+                    // while the first history read runs, the last complete probe's history
+                    // (this replica's, or the one another replica stored) stands
+                    if let Some(known) = &s.probe {
+                        probe.fill_history_from(known);
+                    }
                     s.cadence = s.cadence.after_probe(seen, probed, self.intervals);
                     s.probe = Some(Arc::new(probe.clone()));
                     s.probe_error = None;

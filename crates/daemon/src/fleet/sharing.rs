@@ -117,7 +117,10 @@ pub(super) fn apply_shared(
         let age = (now - row.probed_at).to_std().unwrap_or_default();
         let probed = clock.checked_sub(age).unwrap_or(clock);
         state.cadence = state.cadence.after_probe(seen, probed, intervals);
-        if let Some(probe) = probe {
+        if let Some(mut probe) = probe {
+            if let Some(known) = &state.probe {
+                probe.fill_history_from(known);
+            }
             state.probe = Some(Arc::new(probe));
         }
         state.probe_error.clone_from(&row.error);

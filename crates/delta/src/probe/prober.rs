@@ -54,6 +54,11 @@ const MAX_FILES_ASKED_FOR: usize = 100;
 /// First damage checks a prober runs beside the probes at once (each one listing of a table).
 pub const FIRST_CHECKS_AT_ONCE: usize = 2;
 
+/// First history reads a prober leaves running beside the probes at once (each one read of a
+/// table's whole log, held in memory until the next probe takes it); past that a probe waits
+/// for its table's read.
+pub const FIRST_HISTORIES_AT_ONCE: usize = 2;
+
 /// How often it re-checks a table whose version has not moved since the last check
 /// ([`ProbeOptions::presence_idle_every`]).
 pub const DEFAULT_PRESENCE_IDLE_EVERY: Duration = Duration::from_secs(6 * 3600);
@@ -87,14 +92,24 @@ pub struct ProbeOptions {
     pub now: Option<Instant>,
     /// The restore drill's inputs; `None`: no drill (see [`crate::probe::drill`]).
     pub drill: Option<DrillOptions>,
-    /// Run a table's first damage check beside its first probe instead of inside it (default
-    /// `false`): the probe returns its figures without waiting for the listing (on a table of
-    /// 100,000 files the listing is most of a cold probe), with
-    /// [`Probe::damage_check_pending`] set, and a missing file is reported by the first probe
-    /// after the listing ends. At most [`FIRST_CHECKS_AT_ONCE`] run at once per prober; past
-    /// that the check runs inside the probe. The daemon sets it (it probes every table again
-    /// within one probe interval); one-shot callers (`plan`, `maintain`) do not.
-    pub first_check_beside: bool,
+    /// Run a table's first damage check and its first history read beside its first probe
+    /// instead of inside it (default `false`).
+    ///
+    /// - The damage check: the probe returns its figures without waiting for the listing (on
+    ///   a table of 100,000 files the listing is most of a cold probe), with
+    ///   [`Probe::damage_check_pending`] set, and a missing file is reported by the first
+    ///   probe after the listing ends. At most [`FIRST_CHECKS_AT_ONCE`] run at once per
+    ///   prober; past that the check runs inside the probe.
+    /// - The history: every JSON commit of the log is read for it, which on a long log takes
+    ///   longer than deltalake's load (which reads from the checkpoint on). A probe whose
+    ///   read has not ended says [`Probe::history_pending`] and leaves the history fields
+    ///   empty; the first probe after the read ends fills them. At most
+    ///   [`FIRST_HISTORIES_AT_ONCE`] are left running per prober; past that the probe waits.
+    ///
+    /// The daemon sets it (it probes such a table again within seconds, and holds the
+    /// operations that guard on the history meanwhile); one-shot callers (`plan`,
+    /// `maintain`) do not.
+    pub first_sight_beside: bool,
 }
 
 impl ProbeOptions {
@@ -108,7 +123,7 @@ impl ProbeOptions {
             stale_watch: DEFAULT_STALE_WATCH,
             now: None,
             drill: None,
-            first_check_beside: false,
+            first_sight_beside: false,
         }
     }
 }
@@ -224,10 +239,19 @@ pub struct Probe {
     #[serde(default)]
     pub restore_drill: Option<RestoreDrill>,
     /// The table's first damage check is still running beside the probes
-    /// ([`ProbeOptions::first_check_beside`]): no listing has yet proved every active file
+    /// ([`ProbeOptions::first_sight_beside`]): no listing has yet proved every active file
     /// present. Its verdict comes with the first probe after it ends.
     #[serde(default)]
     pub damage_check_pending: bool,
+    /// The table's first history read (every JSON commit of its log) still runs beside the
+    /// probes ([`ProbeOptions::first_sight_beside`]): the history fields (`created_at`,
+    /// `history_from_version`, `last_commit_at`, `commits_per_hour`, `last_*_at`,
+    /// `last_zorder_version`, `stale_writes`, `recent_*`, `erasure_*`,
+    /// `last_external_remove_at`) are not known yet and read empty, and no restore drill ran.
+    /// The file figures, protocol and checkpoint are complete. The first probe after the read
+    /// ends fills the history.
+    #[serde(default)]
+    pub history_pending: bool,
 }
 
 impl Probe {
@@ -245,6 +269,33 @@ impl Probe {
                 .checked_add_signed(window)
                 .is_none_or(|end| end > now)
         })
+    }
+
+    /// Takes the history fields of `known` (an earlier complete probe of the same table) while
+    /// this probe's own history is still being read ([`Probe::history_pending`] stays set):
+    /// what the history said then stands until the read ends, rather than reading empty.
+    pub fn fill_history_from(&mut self, known: &Probe) {
+        if !self.history_pending || known.history_pending || known.table != self.table {
+            return;
+        }
+        self.created_at = known.created_at;
+        self.history_from_version = known.history_from_version;
+        self.last_commit_at = known.last_commit_at;
+        self.commits_per_hour = known.commits_per_hour;
+        self.last_optimize_at = known.last_optimize_at;
+        self.last_zorder_at = known.last_zorder_at;
+        self.last_zorder_version = known.last_zorder_version;
+        self.last_vacuum_at = known.last_vacuum_at;
+        self.stale_writes = known.stale_writes.clone();
+        self.recent_overwrites = known.recent_overwrites.clone();
+        self.recent_foreign_rewrites = known.recent_foreign_rewrites.clone();
+        self.erasure_pending_since = known.erasure_pending_since;
+        self.erasure_pending_version = known.erasure_pending_version;
+        self.erasure_last_removal_at = known.erasure_last_removal_at;
+        self.last_external_remove_at = known.last_external_remove_at;
+        if self.restore_drill.is_none() {
+            self.restore_drill = known.restore_drill.clone();
+        }
     }
 
     /// Stale writes not repaired yet.
@@ -447,6 +498,50 @@ impl WholeLog {
     }
 }
 
+/// The read of a table's whole log for its history, started beside its first load.
+#[derive(Debug)]
+struct FirstHistory {
+    read: tokio_util::task::AbortOnDropHandle<Result<WholeLog, DeltaError>>,
+    /// A slot of [`FIRST_HISTORIES_AT_ONCE`] once a probe left the read running beside it;
+    /// given back when a probe takes the read.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl FirstHistory {
+    fn start(uri: &str, table: &DeltaTable) -> Self {
+        FirstHistory {
+            read: tokio_util::task::AbortOnDropHandle::new(tokio::spawn(WholeLog::read(
+                table.object_store(),
+                table.log_store(),
+                uri.to_owned(),
+            ))),
+            slot: None,
+        }
+    }
+
+    /// The log read, waiting for it unless a slot of `beside` lets it run on; `Err(self)`
+    /// while it runs on.
+    async fn take(
+        mut self,
+        uri: &str,
+        beside: Option<&Arc<tokio::sync::Semaphore>>,
+    ) -> Result<Result<WholeLog, FirstHistory>, DeltaError> {
+        if !self.read.is_finished() {
+            if self.slot.is_none() {
+                self.slot = beside.and_then(|slots| Arc::clone(slots).try_acquire_owned().ok());
+            }
+            if self.slot.is_some() {
+                return Ok(Err(self));
+            }
+        }
+        let whole = self.read.await.map_err(|err| DeltaError::IncompleteLog {
+            table: uri.to_owned(),
+            reason: format!("reading the log for the table's history did not finish: {err}"),
+        })??;
+        Ok(Ok(whole))
+    }
+}
+
 /// The first damage check of a table, running beside its probes.
 #[derive(Debug)]
 struct FirstCheck {
@@ -467,7 +562,7 @@ struct Tracked {
     /// Commits read while catching up and not yet taken into the history.
     fresh: Vec<Commit>,
     /// The log read at first sight beside the load, until the history takes it.
-    whole_log: Option<WholeLog>,
+    whole_log: Option<FirstHistory>,
     /// The first damage check, while it runs beside the probes.
     first_check: Option<FirstCheck>,
     /// Whether a damage check (a listing) ever started for this table in this prober.
@@ -494,6 +589,8 @@ pub struct Prober {
     tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Tracked>>>>>,
     /// Slots for first damage checks beside the probes ([`FIRST_CHECKS_AT_ONCE`]).
     first_checks: Arc<tokio::sync::Semaphore>,
+    /// Slots for first history reads left beside the probes ([`FIRST_HISTORIES_AT_ONCE`]).
+    first_histories: Arc<tokio::sync::Semaphore>,
     /// The tables whose snapshot is loaded, with their active file count (the cost of
     /// loading them again).
     loaded: Mutex<HashMap<String, u64>>,
@@ -525,6 +622,7 @@ impl Prober {
         Prober {
             tables: Mutex::default(),
             first_checks: Arc::new(tokio::sync::Semaphore::new(FIRST_CHECKS_AT_ONCE)),
+            first_histories: Arc::new(tokio::sync::Semaphore::new(FIRST_HISTORIES_AT_ONCE)),
             loaded: Mutex::default(),
             max_loaded: max_loaded.max(1),
         }
@@ -614,10 +712,11 @@ impl Prober {
             return Err(explain_load_failure(uri, err).await);
         }
         let tracked = guard.insert(tracked);
-        let first_checks = options
-            .first_check_beside
-            .then(|| Arc::clone(&self.first_checks));
-        let result = probe_tracked(uri, tracked, options, first_checks).await;
+        let beside = options.first_sight_beside.then(|| Beside {
+            checks: Arc::clone(&self.first_checks),
+            histories: Arc::clone(&self.first_histories),
+        });
+        let result = probe_tracked(uri, tracked, options, beside).await;
         // a failed probe keeps the table loaded (it is retried soon), counted as before
         let files = match &result {
             Ok(probe) => probe.files,
@@ -704,35 +803,24 @@ impl Tracked {
         }
     }
 
-    /// Drops the snapshot and the files (the history stays): reopened at the next probe.
+    /// Drops the snapshot and the files (the history stays, and so does a first history read
+    /// still running beside the probes): reopened at the next probe.
     fn unload(&mut self) {
         self.table = None;
         self.live = None;
         self.fresh.clear();
-        self.whole_log = None;
     }
 
     /// Opens the table and walks its files. At first sight the whole log is listed and read
-    /// for the history beside the load (both take about as long on a long log; neither needs
-    /// the other), on its own task so the two share the cores.
+    /// for the history beside the load (neither needs the other; on a long log the read
+    /// takes longer), on its own task so the two share the cores; the probe takes the read.
     async fn load(&mut self, uri: &str) -> Result<(), DeltaError> {
         let mut table = crate::open::build_table(uri).await?;
-        let whole_log = self.history.scanned_to.is_none().then(|| {
-            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(WholeLog::read(
-                table.object_store(),
-                table.log_store(),
-                uri.to_owned(),
-            )))
-        });
+        if self.history.scanned_to.is_none() && self.whole_log.is_none() {
+            self.whole_log = Some(FirstHistory::start(uri, &table));
+        }
         crate::open::load_latest(uri, &mut table).await?;
         let live = Live::of(uri, &table).await?;
-        self.whole_log = match whole_log {
-            Some(read) => Some(read.await.map_err(|err| DeltaError::IncompleteLog {
-                table: uri.to_owned(),
-                reason: format!("reading the log for the table's history did not finish: {err}"),
-            })??),
-            None => None,
-        };
         self.live = Some(live);
         self.table = Some(table);
         self.fresh.clear();
@@ -808,15 +896,23 @@ fn not_loaded(uri: &str) -> DeltaError {
     }
 }
 
+/// The prober's slots for first-sight work left running beside the probes
+/// ([`ProbeOptions::first_sight_beside`]).
+#[derive(Debug, Clone)]
+struct Beside {
+    checks: Arc<tokio::sync::Semaphore>,
+    histories: Arc<tokio::sync::Semaphore>,
+}
+
 async fn probe_tracked(
     uri: &str,
     tracked: &mut Tracked,
     options: &ProbeOptions,
-    first_checks: Option<Arc<tokio::sync::Semaphore>>,
+    beside: Option<Beside>,
 ) -> Result<Probe, DeltaError> {
     let probed_at = Utc::now();
     let live = tracked.live.take().ok_or_else(|| not_loaded(uri))?;
-    let result = probe_live(uri, tracked, &live, options, first_checks, probed_at).await;
+    let result = probe_live(uri, tracked, &live, options, beside, probed_at).await;
     tracked.live = Some(live);
     result
 }
@@ -827,7 +923,7 @@ async fn probe_live(
     tracked: &mut Tracked,
     live: &Live,
     options: &ProbeOptions,
-    first_checks: Option<Arc<tokio::sync::Semaphore>>,
+    beside: Option<Beside>,
     probed_at: DateTime<Utc>,
 ) -> Result<Probe, DeltaError> {
     let version = live.version;
@@ -858,47 +954,8 @@ async fn probe_live(
                 .or_insert(0u64) += 1;
         }
     }
-    let mut history_from = None;
-    let fresh = std::mem::take(&mut tracked.fresh);
-    let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
-    let log_store = table.log_store();
-    match tracked.history.scanned_to {
-        None => {
-            let whole = match tracked.whole_log.take() {
-                Some(whole) => whole,
-                None => WholeLog::read(table.object_store(), log_store, uri.to_owned()).await?,
-            };
-            // commits that landed after the load wait for the next probe
-            history_from = whole.listed.first().copied().filter(|v| *v <= version);
-            for commit in whole.commits.iter().filter(|c| c.version <= version) {
-                tracked.history.absorb(commit);
-            }
-        }
-        Some(scanned) if scanned < version => {
-            // the commits catching up read, unless they do not cover what history lacks
-            let mut commits: Vec<Commit> = fresh
-                .into_iter()
-                .filter(|c| c.version > scanned && c.version <= version)
-                .collect();
-            if !commits.iter().map(|c| c.version).eq(scanned + 1..=version) {
-                commits = read_commits(log_store.as_ref(), uri, scanned + 1..=version)
-                    .await?
-                    .into_iter()
-                    .filter_map(|(_, commit)| commit)
-                    .collect();
-            }
-            let watching = tracked.presence_ok_at.is_some() || tracked.first_check.is_some();
-            for commit in commits {
-                tracked.history.absorb(&commit);
-                if watching {
-                    tracked
-                        .unverified
-                        .extend(commit.adds.into_iter().map(|add| add.path));
-                }
-            }
-        }
-        Some(_) => {}
-    }
+    let (history_from, history_pending) =
+        read_history(uri, tracked, version, beside.as_ref().map(|b| &b.histories)).await?;
     let now = options.now.unwrap_or_else(Instant::now);
     let damage_check_pending = damage_check(
         uri,
@@ -907,11 +964,12 @@ async fn probe_live(
         version,
         now,
         options,
-        first_checks,
+        beside.map(|b| b.checks),
     )
     .await?;
 
-    if let Some(drill_options) = &options.drill {
+    // the drill's shortcut for a table that never removed a file needs the whole history
+    if let Some(drill_options) = options.drill.as_ref().filter(|_| !history_pending) {
         let due = tracked
             .drill
             .as_ref()
@@ -956,7 +1014,7 @@ async fn probe_live(
     let erasure = history.erasure.summary(files);
     history.prune(probed_at.timestamp_millis());
     count_new_stale_rows(uri, history).await;
-    history_from = history_from.or(history.first.map(|(v, _)| v));
+    let history_from = history_from.or(history.first.map(|(v, _)| v));
     let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
 
     let checkpoint = match tracked.checkpoint_at {
@@ -1025,7 +1083,78 @@ async fn probe_live(
         last_external_remove_at: at(history.last_external_remove),
         restore_drill,
         damage_check_pending,
+        history_pending,
     })
+}
+
+/// Takes the commits up to `version` the history has not seen into it: at first sight the
+/// whole log read beside the load, then the commits catching up read (or, where they do not
+/// cover the gap, a read of the missing ones). While the first read still runs beside the
+/// probes (a slot of `beside` free), returns it pending, and the caught-up commits' new files
+/// wait for the damage check's HEADs all the same. Returns the oldest commit version listed
+/// at first sight and whether the history is pending.
+async fn read_history(
+    uri: &str,
+    tracked: &mut Tracked,
+    version: u64,
+    beside: Option<&Arc<tokio::sync::Semaphore>>,
+) -> Result<(Option<u64>, bool), DeltaError> {
+    let fresh = std::mem::take(&mut tracked.fresh);
+    let watching = tracked.presence_ok_at.is_some() || tracked.first_check.is_some();
+    let mut history_from = None;
+    if tracked.history.scanned_to.is_none() {
+        let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
+        let first = match tracked.whole_log.take() {
+            Some(first) => first,
+            None => FirstHistory::start(uri, table),
+        };
+        match first.take(uri, beside).await? {
+            Ok(whole) => {
+                history_from = whole.listed.first().copied().filter(|v| *v <= version);
+                for commit in whole.commits.iter().filter(|c| c.version <= version) {
+                    tracked.history.absorb(commit);
+                }
+            }
+            Err(running) => {
+                tracked.whole_log = Some(running);
+                if watching {
+                    tracked
+                        .unverified
+                        .extend(fresh.into_iter().flat_map(|c| c.adds).map(|add| add.path));
+                }
+                return Ok((None, true));
+            }
+        }
+    }
+    let Some(scanned) = tracked.history.scanned_to.filter(|s| *s < version) else {
+        return Ok((history_from, false));
+    };
+    // the commits catching up read, unless they do not cover what history lacks
+    let mut commits: Vec<Commit> = fresh
+        .into_iter()
+        .filter(|c| c.version > scanned && c.version <= version)
+        .collect();
+    if !commits.iter().map(|c| c.version).eq(scanned + 1..=version) {
+        let log_store = tracked
+            .table
+            .as_ref()
+            .ok_or_else(|| not_loaded(uri))?
+            .log_store();
+        commits = read_commits(log_store.as_ref(), uri, scanned + 1..=version)
+            .await?
+            .into_iter()
+            .filter_map(|(_, commit)| commit)
+            .collect();
+    }
+    for commit in commits {
+        tracked.history.absorb(&commit);
+        if watching {
+            tracked
+                .unverified
+                .extend(commit.adds.into_iter().map(|add| add.path));
+        }
+    }
+    Ok((history_from, false))
 }
 
 /// The damage check of one probe: a listing when due, else a HEAD of each file added since
@@ -1170,6 +1299,68 @@ mod tests {
         assert_eq!(h.scanned_to, Some(4));
         assert_eq!(h.unrecorded.len(), 5);
         assert_eq!(h.unrecorded[2].version, 2);
+    }
+
+    fn probe_of(table: &str, patch: serde_json::Value) -> Probe {
+        let mut json = serde_json::json!({
+            "table": table, "version": 7, "probed_at": "2026-12-04T12:00:00Z",
+            "created_at": null, "history_from_version": null, "last_commit_at": null,
+            "files": 3, "size_bytes": 30, "small_files": 3, "small_file_threshold_bytes": 100,
+            "small_files_by_partition": {}, "commits_since_checkpoint": 7,
+            "last_checkpoint_version": null, "last_checkpoint_at": null, "commits_per_hour": 0,
+            "last_optimize_at": null, "last_zorder_at": null, "last_zorder_version": null,
+            "last_vacuum_at": null, "properties": {}, "min_reader_version": 1,
+            "min_writer_version": 2, "reader_features": [], "writer_features": [],
+            "partition_columns": [], "deletion_vectors_enabled": false
+        });
+        if let (Some(base), Some(patch)) = (json.as_object_mut(), patch.as_object()) {
+            base.extend(patch.clone());
+        }
+        serde_json::from_value(json).expect("a probe")
+    }
+
+    #[test]
+    fn a_pending_history_takes_the_last_complete_one_and_nothing_else() {
+        let known = probe_of(
+            "t",
+            serde_json::json!({"version": 5, "files": 9, "created_at": "2026-01-01T00:00:00Z",
+                "last_zorder_version": 4, "last_zorder_at": "2026-12-01T00:00:00Z",
+                "recent_overwrites": [{"version": 3, "committed_at": null, "operation": "WRITE",
+                    "engine_info": null}]}),
+        );
+        let mut pending = probe_of("t", serde_json::json!({"history_pending": true}));
+        pending.fill_history_from(&known);
+        assert!(
+            pending.history_pending,
+            "still pending: the scheduler holds on it"
+        );
+        assert_eq!(pending.created_at, known.created_at);
+        assert_eq!(pending.last_zorder_version, Some(4));
+        assert_eq!(pending.recent_overwrites, known.recent_overwrites);
+        assert_eq!(
+            (pending.version, pending.files),
+            (7, 3),
+            "its own snapshot figures"
+        );
+
+        // a complete probe keeps its own history; another table's or a pending one gives none
+        let mut complete = probe_of("t", serde_json::json!({}));
+        complete.fill_history_from(&known);
+        assert_eq!(complete.created_at, None);
+        for other in [
+            probe_of(
+                "u",
+                serde_json::json!({"created_at": "2026-01-01T00:00:00Z"}),
+            ),
+            probe_of(
+                "t",
+                serde_json::json!({"created_at": "2026-01-01T00:00:00Z", "history_pending": true}),
+            ),
+        ] {
+            let mut pending = probe_of("t", serde_json::json!({"history_pending": true}));
+            pending.fill_history_from(&other);
+            assert_eq!(pending.created_at, None);
+        }
     }
 
     #[test]

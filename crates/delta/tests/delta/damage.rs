@@ -168,7 +168,7 @@ async fn a_first_check_beside_the_probe_reports_a_missing_file_at_the_next_probe
 
     let prober = Prober::new();
     let options = ProbeOptions {
-        first_check_beside: true,
+        first_sight_beside: true,
         ..ProbeOptions::for_target(TARGET)
     };
     let first = prober

@@ -6,7 +6,7 @@ use tablekeeper_delta::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{create_table, forced_checkpoint, rows};
+use crate::common::{create_table, forced_checkpoint, rows, zorder_on};
 
 const TARGET: u64 = 64 * 1024 * 1024;
 
@@ -346,4 +346,133 @@ async fn a_re_probe_applying_other_engines_commits_matches_a_fresh_load() {
         covered.len() >= 4,
         "reference tables with a whole log: {covered:?}"
     );
+}
+
+/// The probe as JSON without what differs between two probes of one version by design: when
+/// each ran and what each still waits for.
+fn settled(probe: &tablekeeper_delta::Probe) -> serde_json::Value {
+    let mut json = serde_json::to_value(probe).expect("probe as JSON");
+    if let Some(fields) = json.as_object_mut() {
+        for moving in ["probed_at", "damage_check_pending", "history_pending"] {
+            fields.remove(moving);
+        }
+    }
+    json
+}
+
+/// Probes until neither first-sight read runs beside the probes any more.
+async fn probe_until_settled(
+    prober: &Prober,
+    uri: &str,
+    options: &ProbeOptions,
+) -> tablekeeper_delta::Probe {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let probe = prober.probe(uri, options).await.expect("probe");
+        if !probe.history_pending && !probe.damage_check_pending {
+            return probe;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{uri}: the first-sight reads never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The daemon's first probe of a table with a long log does not wait for the history read
+/// of every JSON commit: it answers with the files, protocol and checkpoint (what deltalake's
+/// load reads, from the checkpoint on), says the history is pending and leaves it empty; the
+/// probe after the read ends reports everything a probe that waited for it reports. The same
+/// holds for tables other engines wrote.
+#[tokio::test]
+async fn a_history_read_beside_the_first_probe_ends_in_what_a_waiting_probe_reads() {
+    let t = create_table(true, &[]).await;
+    for i in 0..4 {
+        t.append(&rows(i * 10..i * 10 + 10, "2024-08-01")).await;
+    }
+    let cancel = CancellationToken::new();
+    optimize(
+        &t.uri,
+        Optimize::ZOrder(&zorder_on(&["event_type"])),
+        &cancel,
+    )
+    .await
+    .expect("zorder");
+    // a long log after it, then a checkpoint: the load reads one checkpoint, the history
+    // every commit
+    let log = t.path().join("_delta_log");
+    let from = t.version().await + 1;
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    for version in from..from + 4000 {
+        let line = format!(
+            r#"{{"commitInfo":{{"timestamp":{now_ms},"operation":"SET TBLPROPERTIES","operationParameters":{{}},"engineInfo":"padding"}}}}"#
+        );
+        std::fs::write(log.join(format!("{version:020}.json")), line).expect("commit");
+    }
+    checkpoint(&t.uri, &forced_checkpoint(), &cancel)
+        .await
+        .expect("checkpoint");
+
+    let beside = ProbeOptions {
+        first_sight_beside: true,
+        ..ProbeOptions::for_target(TARGET)
+    };
+    let waiting = ProbeOptions::for_target(TARGET);
+    let complete = Prober::new()
+        .probe(&t.uri, &waiting)
+        .await
+        .expect("a probe that waits for the history");
+    assert!(!complete.history_pending);
+    assert!(complete.created_at.is_some() && complete.last_zorder_version.is_some());
+
+    let prober = Prober::new();
+    let first = prober.probe(&t.uri, &beside).await.expect("first probe");
+    assert!(
+        first.history_pending,
+        "4,000 commits read one by one outlast a load from the checkpoint"
+    );
+    assert_eq!(
+        (first.version, first.files, first.size_bytes),
+        (complete.version, complete.files, complete.size_bytes)
+    );
+    assert_eq!(
+        first.small_files_by_partition,
+        complete.small_files_by_partition
+    );
+    assert_eq!(
+        first.last_checkpoint_version,
+        complete.last_checkpoint_version
+    );
+    assert_eq!(
+        (
+            first.created_at,
+            first.last_commit_at,
+            first.history_from_version
+        ),
+        (None, None, None),
+        "nothing of the history is reported before it is read"
+    );
+    assert_eq!((first.last_zorder_at, first.commits_per_hour), (None, 0));
+    assert!(first.restore_drill.is_none());
+
+    let settled_probe = probe_until_settled(&prober, &t.uri, &beside).await;
+    assert_eq!(settled(&settled_probe), settled(&complete));
+
+    for name in [
+        "simple_table_with_checkpoint",
+        "table-with-dv-small",
+        "checkpoint-v2-table",
+        "cdc_ict_table",
+        "delta-live-table",
+    ] {
+        let dir = crate::aged::reference_table(name);
+        let uri = dir.path().to_str().expect("utf-8").to_owned();
+        let complete = Prober::new()
+            .probe(&uri, &waiting)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let settled_probe = probe_until_settled(&Prober::new(), &uri, &beside).await;
+        assert_eq!(settled(&settled_probe), settled(&complete), "{name}");
+    }
 }

@@ -87,7 +87,7 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
 
     // as the daemon probes: the first listing of a table runs beside its first probe
     let options = ProbeOptions {
-        first_check_beside: true,
+        first_sight_beside: true,
         ..ProbeOptions::for_target(COMPACTION_TARGET_FILE_SIZE)
     };
     let t = Instant::now();
@@ -112,12 +112,20 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
     let cold_secs = secs(t);
     let rss_after = own_rss_mb();
     // until the first damage check has ended: idle re-probes (one LIST of the log each)
-    let mut pending = cold.damage_check_pending;
-    while pending {
+    // the first-sight work left beside the cold probe: when each part's result was in
+    let (mut check_pending, mut history_pending) =
+        (cold.damage_check_pending, cold.history_pending);
+    let (mut first_check_secs, mut history_secs) = (cold_secs, cold_secs);
+    while check_pending || history_pending {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        pending = prober.probe(&uri, &options).await?.damage_check_pending;
+        let probe = prober.probe(&uri, &options).await?;
+        if check_pending && !probe.damage_check_pending {
+            (check_pending, first_check_secs) = (false, secs(t));
+        }
+        if history_pending && !probe.history_pending {
+            (history_pending, history_secs) = (false, secs(t));
+        }
     }
-    let first_check_secs = secs(t);
     if cold.files != files {
         anyhow::bail!(
             "the cold probe counted {} active files, the log holds {files}",
@@ -144,8 +152,9 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
     );
     eprintln!(
         "deltalake load {load_secs:.2}s | cold probe {cold_secs:.2}s (RSS {rss_before:.0} -> \
-         {rss_after:.0} MB), its damage check ended at {first_check_secs:.2}s | re-probe after \
-         {NEW_COMMITS} commits {incremental_secs:.3}s"
+         {rss_after:.0} MB), its damage check ended at {first_check_secs:.2}s, its history \
+         read at {history_secs:.2}s | re-probe after {NEW_COMMITS} commits \
+         {incremental_secs:.3}s"
     );
     Ok(json!({
         "build_profile": crate::build_profile(),
@@ -165,6 +174,8 @@ pub async fn bench_probe(args: &Args) -> Result<Value> {
         "cold_probe_seconds": cold_secs,
         "cold_probe_damage_check_pending": cold.damage_check_pending,
         "first_damage_check_ended_seconds": first_check_secs,
+        "cold_probe_history_pending": cold.history_pending,
+        "first_history_read_ended_seconds": history_secs,
         "incremental_probe_seconds": incremental_secs,
         "process_rss_mb_before_probe": rss_before,
         "process_rss_mb_after_probe": rss_after,
