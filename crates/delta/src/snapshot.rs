@@ -86,20 +86,30 @@ pub(crate) struct LiveFiles {
     /// Shared with a damage check running beside the probes ([`LiveFiles::shared`]); a commit
     /// applied meanwhile copies them first.
     files: Arc<Vec<ActiveFile>>,
-    /// Position of each file in `files`, by path.
-    index: HashMap<String, usize>,
+    /// Position of each file in `files`, by path; built when the first commit is applied
+    /// (a cold probe does not wait for it, and a table that never moves never needs it).
+    index: Option<HashMap<String, usize>>,
+}
+
+/// `index`, built from `files` if it is not yet.
+fn built<'i>(
+    index: &'i mut Option<HashMap<String, usize>>,
+    files: &[ActiveFile],
+) -> &'i mut HashMap<String, usize> {
+    index.get_or_insert_with(|| {
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.path.clone(), i))
+            .collect()
+    })
 }
 
 impl LiveFiles {
     pub(crate) fn new(files: Vec<ActiveFile>) -> Self {
-        let index = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.path.clone(), i))
-            .collect();
         LiveFiles {
             files: Arc::new(files),
-            index,
+            index: None,
         }
     }
 
@@ -136,11 +146,12 @@ impl LiveFiles {
                 num_records: added.num_records,
                 deletion_vector: added.deletion_vector.clone(),
             };
+            let index = built(&mut self.index, &self.files);
             let files = Arc::make_mut(&mut self.files);
-            match self.index.get(&file.path) {
+            match index.get(&file.path) {
                 Some(&i) => files[i] = file,
                 None => {
-                    self.index.insert(file.path.clone(), files.len());
+                    index.insert(file.path.clone(), files.len());
                     files.push(file);
                 }
             }
@@ -148,13 +159,14 @@ impl LiveFiles {
     }
 
     fn remove(&mut self, path: &str) {
-        let Some(i) = self.index.remove(path) else {
+        let index = built(&mut self.index, &self.files);
+        let Some(i) = index.remove(path) else {
             return;
         };
         let files = Arc::make_mut(&mut self.files);
         files.swap_remove(i);
         if let Some(moved) = files.get(i) {
-            self.index.insert(moved.path.clone(), i);
+            index.insert(moved.path.clone(), i);
         }
     }
 }

@@ -502,8 +502,9 @@ impl WholeLog {
 #[derive(Debug)]
 struct FirstHistory {
     read: tokio_util::task::AbortOnDropHandle<Result<WholeLog, DeltaError>>,
-    /// A slot of [`FIRST_HISTORIES_AT_ONCE`] once a probe left the read running beside it;
-    /// given back when a probe takes the read.
+    /// A slot of [`FIRST_HISTORIES_AT_ONCE`] while the read may run on beside the probes
+    /// (taken at the load, or by a probe that would otherwise wait for it); given back when a
+    /// probe takes the read.
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
@@ -704,7 +705,12 @@ impl Prober {
         let mut tracked = guard
             .take()
             .unwrap_or_else(|| Tracked::new(options.stale_watch));
-        if let Err(err) = tracked.catch_up(uri).await {
+        let beside = options.first_sight_beside.then(|| Beside {
+            checks: Arc::clone(&self.first_checks),
+            histories: Arc::clone(&self.first_histories),
+        });
+        let history_slots = beside.as_ref().map(|b| &b.histories);
+        if let Err(err) = tracked.catch_up(uri, history_slots).await {
             // a table seen before keeps its history for the next attempt
             if seen {
                 *guard = Some(tracked);
@@ -712,10 +718,6 @@ impl Prober {
             return Err(explain_load_failure(uri, err).await);
         }
         let tracked = guard.insert(tracked);
-        let beside = options.first_sight_beside.then(|| Beside {
-            checks: Arc::clone(&self.first_checks),
-            histories: Arc::clone(&self.first_histories),
-        });
         let result = probe_tracked(uri, tracked, options, beside).await;
         // a failed probe keeps the table loaded (it is retried soon), counted as before
         let files = match &result {
@@ -812,15 +814,32 @@ impl Tracked {
     }
 
     /// Opens the table and walks its files. At first sight the whole log is listed and read
-    /// for the history beside the load (neither needs the other; on a long log the read
-    /// takes longer), on its own task so the two share the cores; the probe takes the read.
-    async fn load(&mut self, uri: &str) -> Result<(), DeltaError> {
+    /// for the history on its own task (neither needs the other; on a long log the read
+    /// takes longer); the probe takes the read. A probe that will wait for the read starts
+    /// it beside the load, so the two share the cores; one that takes a slot of
+    /// `history_slots` to leave it running beside the probes starts it once the table is
+    /// loaded and walked, so the load, which the probe does wait for, has the cores to itself.
+    async fn load(
+        &mut self,
+        uri: &str,
+        history_slots: Option<&Arc<tokio::sync::Semaphore>>,
+    ) -> Result<(), DeltaError> {
         let mut table = crate::open::build_table(uri).await?;
-        if self.history.scanned_to.is_none() && self.whole_log.is_none() {
+        let history_due = self.history.scanned_to.is_none() && self.whole_log.is_none();
+        let slot = history_slots
+            .filter(|_| history_due)
+            .and_then(|slots| Arc::clone(slots).try_acquire_owned().ok());
+        if history_due && slot.is_none() {
             self.whole_log = Some(FirstHistory::start(uri, &table));
         }
         crate::open::load_latest(uri, &mut table).await?;
         let live = Live::of(uri, &table).await?;
+        if let Some(slot) = slot {
+            self.whole_log = Some(FirstHistory {
+                slot: Some(slot),
+                ..FirstHistory::start(uri, &table)
+            });
+        }
         self.live = Some(live);
         self.table = Some(table);
         self.fresh.clear();
@@ -832,9 +851,13 @@ impl Tracked {
     /// for an idle table. New commits are read once (the history takes them too) and applied
     /// to the files; a gap in the versions or a commit changing the metadata or protocol
     /// updates deltalake's snapshot instead and walks it again.
-    async fn catch_up(&mut self, uri: &str) -> Result<(), DeltaError> {
+    async fn catch_up(
+        &mut self,
+        uri: &str,
+        history_slots: Option<&Arc<tokio::sync::Semaphore>>,
+    ) -> Result<(), DeltaError> {
         let (Some(table), Some(live)) = (self.table.as_mut(), self.live.as_mut()) else {
-            return self.load(uri).await;
+            return self.load(uri, history_slots).await;
         };
         let versions = commits_after(table.object_store().as_ref(), uri, live.version).await?;
         let Some(&last) = versions.last() else {
