@@ -75,14 +75,21 @@ async fn a_healthy_table_has_only_the_series_rules_read_and_a_removed_table_none
     )
     .unwrap();
     daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
-    wait_until(Duration::from_secs(60), "both tables probed", || async {
-        let m = daemon.metrics().await.unwrap_or_default();
-        ["s.kept", "s.gone"].iter().all(|t| {
-            series_of(&m, t)
-                .iter()
-                .any(|s| s.starts_with("tablekeeper_table_files{"))
-        })
-    })
+    // the first probe publishes the file figures; staleness, which needs the table's creation
+    // time from its history, comes with the probe that takes the history read beside it
+    wait_until(
+        Duration::from_secs(60),
+        "both tables probed, history read",
+        || async {
+            let m = daemon.metrics().await.unwrap_or_default();
+            ["s.kept", "s.gone"].iter().all(|t| {
+                let series = series_of(&m, t);
+                ["tablekeeper_table_files{", "tablekeeper_staleness_seconds{"]
+                    .iter()
+                    .all(|name| series.iter().any(|s| s.starts_with(name)))
+            })
+        },
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", daemon.log()));
 
