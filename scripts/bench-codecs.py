@@ -4,13 +4,17 @@ Writes one table like `tk-bench compact`'s decoded table (4 partitions x 100 fil
 row group of 20,000 rows: id, day, user_id, amount, payload), then compacts fresh copies of
 it once per codec: with python deltalake's `optimize.compact` under `WriterProperties` of
 that codec, and, given `--tablekeeper BIN`, with `tablekeeper maintain --operation compact`
-under the inventory's `layout.compression` of the same codec and level. Prints one JSON
+under the inventory's `layout.compression` of the same codec and level, and, given `--floor
+TK_BENCH`, with `tk-bench floor` (arrow-rs alone decoding each partition and encoding it into
+one file under that codec, on every core: no Delta log, no guard; the physical limit of a
+decoded rewrite with the Parquet library both engines use). Prints one JSON
 object: per codec and engine the wall time, the output bytes and the rows read back (python
-deltalake reads every output; a row count that differs from the input's fails the run).
+deltalake reads every Delta output, pyarrow the floor's files; a row count that differs from
+the input's fails the run).
 zstd level 4 is the default of both engines. Page cache dropped before each timed run when
 run as root.
 
-usage: bench-codecs.py DIR [--smoke] [--tablekeeper BIN]
+usage: bench-codecs.py DIR [--smoke] [--tablekeeper BIN] [--floor TK_BENCH]
 """
 
 import json
@@ -21,6 +25,7 @@ import sys
 import time
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 CODECS = [
@@ -122,12 +127,29 @@ def tablekeeper_compact(tablekeeper, copy, codec, level):
     return seconds, json.loads(out.stdout)["report"]["files_added"]
 
 
+def floor_rewrite(tk_bench, copy, codec, level, expected):
+    name = codec.lower() if level is None else f"{codec.lower()}({level})"
+    out = subprocess.run(
+        [tk_bench, "floor", "--dir", copy, "--codec", name],
+        check=True, capture_output=True, text=True,
+    )
+    figures = json.loads(out.stdout)
+    written = [os.path.join(figures["output_dir"], n) for n in os.listdir(figures["output_dir"])]
+    read_back = sum(pq.ParquetFile(f).metadata.num_rows for f in written)
+    if read_back != expected or figures["rows"] != expected:
+        raise SystemExit(f"arrow-rs floor {name}: {read_back} rows read back, the table held {expected}")
+    return figures["seconds"], len(written), sum(os.path.getsize(f) for f in written)
+
+
 def main():
     out_dir = sys.argv[1]
     smoke = "--smoke" in sys.argv
     tablekeeper = None
     if "--tablekeeper" in sys.argv:
         tablekeeper = sys.argv[sys.argv.index("--tablekeeper") + 1]
+    tk_bench = None
+    if "--floor" in sys.argv:
+        tk_bench = sys.argv[sys.argv.index("--floor") + 1]
     partitions, files, rows = (2, 5, 100) if smoke else (4, 100, 20_000)
     shutil.rmtree(out_dir, ignore_errors=True)
     source = os.path.join(out_dir, "source")
@@ -160,6 +182,22 @@ def main():
                     "engine": engine,
                     "seconds": seconds,
                     "output_bytes": output_bytes(copy),
+                    "files_added": files_added,
+                    "cold_cache": cold,
+                }
+            )
+            shutil.rmtree(copy)
+        if tk_bench:
+            copy = os.path.join(out_dir, name)
+            shutil.copytree(source, copy)
+            cold = drop_caches()
+            seconds, files_added, written = floor_rewrite(tk_bench, copy, codec, level, expected)
+            results.append(
+                {
+                    "codec": name,
+                    "engine": "arrow-rs floor",
+                    "seconds": seconds,
+                    "output_bytes": written,
                     "files_added": files_added,
                     "cold_cache": cold,
                 }

@@ -12,7 +12,9 @@
 #   fleet    the real `tablekeeper run` with 10, 1,000 and 10,000 tables: validate time,
 #            start-up, RSS, /metrics scrape, enqueue of one job per table;
 #   codecs   the output codec's size/time trade-off of a decoded compaction, python deltalake
-#            and `tablekeeper maintain` side by side per codec and level (scripts/bench-codecs.py);
+#            and `tablekeeper maintain` side by side per codec and level, beside the floor:
+#            arrow-rs alone decoding and re-encoding the same files (`tk-bench floor`;
+#            scripts/bench-codecs.py);
 #   tasks    one compaction of a 12-partition table as tasks on 3 replicas of the real binary
 #            (2 planning, 1 worker) vs python deltalake's optimize.compact on a copy: per-task
 #            time and job-store overhead, tasks per replica, estimated wall time for N pods.
@@ -231,9 +233,9 @@ fi
 
 # codecs: the output codec's size/time trade-off of one decoded compaction ------------------
 if wants codecs; then
-  echo "== python deltalake optimize.compact and tablekeeper maintain per output codec (scripts/bench-codecs.py)" >&2
+  echo "== python deltalake optimize.compact, tablekeeper maintain and the arrow-rs floor per output codec (scripts/bench-codecs.py)" >&2
   "$PY" scripts/bench-codecs.py bench-data/codecs $SMOKE --tablekeeper "$CARGO_TARGET_DIR/$PROFILE/tablekeeper" \
-    >"$RESULTS/codecs.json"
+    --floor "$TK_BENCH" >"$RESULTS/codecs.json"
   rm -rf bench-data/codecs
 fi
 
@@ -489,13 +491,23 @@ if growth:
 
 codecs = load("codecs.json")
 if codecs:
-    base = next((c for c in codecs["codecs"] if c["codec"] == "zstd(4)"), None)
-    print(f"| decoded compaction, {codecs['input_files']} files / {codecs['input_bytes'] / 1e6:.1f} MB, output codec | time | output | time vs zstd(4) | size vs zstd(4) |")
+    by = {(c["codec"], c["engine"]): c for c in codecs["codecs"]}
+    names = list(dict.fromkeys(c["codec"] for c in codecs["codecs"]))
+    print(f"| decoded compaction, {codecs['input_files']} files / {codecs['input_bytes'] / 1e6:.1f} MB, output codec | python deltalake | tablekeeper maintain | arrow-rs floor | output, python / tablekeeper / floor |")
     print("|---|---|---|---|---|")
-    for c in codecs["codecs"]:
-        t = c["seconds"] / base["seconds"] if base else float("nan")
-        b = c["output_bytes"] / base["output_bytes"] if base else float("nan")
-        print(f"| {c['codec']} | {c['seconds']:.2f} s | {c['output_bytes'] / 1e6:.1f} MB | {t:.2f}x | {b:.2f}x |")
+    for name in names:
+        py = by.get((name, "python deltalake"))
+        cells, sizes = [f"{py['seconds']:.2f} s"], [f"{py['output_bytes'] / 1e6:.1f}"]
+        for engine in ("tablekeeper", "arrow-rs floor"):
+            c = by.get((name, engine))
+            cells.append(f"{c['seconds']:.2f} s ({c['seconds'] / py['seconds']:.2f}x)" if c else "-")
+            sizes.append(f"{c['output_bytes'] / 1e6:.1f}" if c else "-")
+        print(f"| {name} | {' | '.join(cells)} | {' / '.join(sizes)} MB |")
+    py4 = by.get(("zstd(4)", "python deltalake"))
+    for engine, key in (("tablekeeper", "tablekeeper"), ("arrow-rs floor", "floor")):
+        c = by.get(("zstd(4)", engine))
+        if py4 and c:
+            summary[f"codecs_zstd4_{key}_to_python"] = c["seconds"] / py4["seconds"]
     print()
 
 probe, pyprobe = load("probe.json"), load("probe-python.json")

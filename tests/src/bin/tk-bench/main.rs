@@ -4,6 +4,8 @@
 //! - [`jobs`]: claim + complete throughput of the job table (Postgres, SQLite);
 //! - [`compact`]: one compaction (and Z-order) of a small-file table, next to copies for python
 //!   and `cp`, and the 2 GB partition the rewrite memory benchmark runs `tablekeeper maintain` on;
+//! - [`floor`]: the Parquet library's own decode and re-encode of a decoded table, per codec
+//!   (the limit beside python and `tablekeeper maintain` in the codecs section);
 //! - [`growth`]: 30 simulated days of new data, compacted, Z-ordered and vacuumed each day;
 //! - [`probe`]: probing a 100k-file, 10k-commit table from its log, cold and incremental;
 //! - [`fleet`]: the real `tablekeeper` binary with inventories of 10 to 10,000 tables;
@@ -16,6 +18,7 @@
 
 mod compact;
 mod fleet;
+mod floor;
 mod growth;
 mod jobs;
 mod probe;
@@ -30,6 +33,7 @@ const USAGE: &str = "usage:
   tk-bench jobs    [--smoke] [--jobs N] [--out FILE]
   tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--zorder] [--out FILE]
   tk-bench partition [--smoke] --dir DIR [--rows-per-row-group N] [--out FILE]
+  tk-bench floor   --dir TABLE [--codec CODEC] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
   tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]
@@ -50,6 +54,8 @@ pub struct Args {
     sizes: Option<Vec<usize>>,
     /// Replicas of `tablekeeper run` sharing one job store (fleet; default 1).
     replicas: Option<usize>,
+    /// Output codec as arrow-rs parses it, e.g. `zstd(4)` (floor; default `zstd(4)`).
+    codec: Option<String>,
     dir: Option<PathBuf>,
     tablekeeper: Option<PathBuf>,
     out: Option<PathBuf>,
@@ -95,6 +101,9 @@ fn parse_args() -> Result<Args> {
                 let value = it.next().context("--rows-per-file needs a number")?;
                 args.rows_per_file = Some(value.parse().context("--rows-per-file needs a number")?);
             }
+            "--codec" => {
+                args.codec = Some(it.next().context("--codec needs a codec, e.g. zstd(4)")?)
+            }
             "--dir" => args.dir = Some(it.next().context("--dir needs a path")?.into()),
             "--tablekeeper" => {
                 args.tablekeeper = Some(it.next().context("--tablekeeper needs a path")?.into());
@@ -129,6 +138,7 @@ async fn main() -> Result<()> {
         "jobs" => jobs::bench_jobs(&args).await?,
         "compact" => compact::bench_compact(&args).await?,
         "partition" => compact::bench_partition(&args).await?,
+        "floor" => floor::bench_floor(&args).await?,
         "growth" => growth::bench_growth(&args).await?,
         "probe" => probe::bench_probe(&args).await?,
         "fleet" => fleet::bench_fleet(&args).await?,
