@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod jobs;
+pub mod prometheus;
 pub mod proxy;
 pub mod setup;
 pub mod writer;

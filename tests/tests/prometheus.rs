@@ -7,106 +7,22 @@
 //! replica restarts, clears after a success on either replica, and no alert about a healthy
 //! table fires at any point.
 //!
-//! Needs Prometheus (`prometheus` on PATH: Debian's `prometheus` package, which also ships
-//! the `promtool` the deployment checks use).
+//! Needs Prometheus ([`tablekeeper_tests::prometheus`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 use tablekeeper_delta::fixtures::{self, SmallFiles};
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::{count, wait_until};
+use tablekeeper_tests::prometheus::Prometheus;
 use tablekeeper_tests::setup::trigger_with_token;
-use tablekeeper_tests::{free_port, repo_root, Daemon};
+use tablekeeper_tests::Daemon;
 
 const TOKEN: &str = "prometheus-test-token";
-
-struct Prometheus {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The shipped rules with every `for:` shortened to one second.
-fn fast_rules(dir: &Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(repo_root().join("deploy/prometheus/alerts.yaml")).unwrap();
-    let fast: String = text
-        .lines()
-        .map(|line| match line.trim_start().strip_prefix("for: ") {
-            Some(_) => format!("{}for: 1s", &line[..line.len() - line.trim_start().len()]),
-            None => line.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let path = dir.join("alerts.yaml");
-    std::fs::write(&path, fast).unwrap();
-    path
-}
-
-fn start_prometheus(dir: &Path, targets: &[&str]) -> Prometheus {
-    let rules = fast_rules(dir);
-    let port = free_port().unwrap();
-    let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: tablekeeper\n    static_configs:\n      - targets: [{}]\n",
-            rules.display(),
-            targets.join(", ")
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("prometheus on PATH (Debian package `prometheus`)");
-    Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    }
-}
-
-/// Firing alerts as (alertname, labels).
-async fn firing(prometheus: &Prometheus) -> Vec<(String, Value)> {
-    let Ok(response) = reqwest::get(format!("{}/api/v1/alerts", prometheus.url)).await else {
-        return Vec::new();
-    };
-    let body: Value = response.json().await.unwrap_or_default();
-    body["data"]["alerts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["state"] == "firing")
-        .map(|a| {
-            (
-                a["labels"]["alertname"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                a["labels"].clone(),
-            )
-        })
-        .collect()
-}
 
 fn is_failing_alert(alerts: &[(String, Value)]) -> bool {
     alerts.iter().any(|(name, labels)| {
@@ -214,7 +130,7 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
         r1.base_url.trim_start_matches("http://").to_owned(),
         r2.base_url.trim_start_matches("http://").to_owned(),
     ];
-    let prometheus = start_prometheus(dir.path(), &[&targets[0], &targets[1]]);
+    let prometheus = Prometheus::start(dir.path(), &[&targets[0], &targets[1]]).unwrap();
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
 
     // failed attempts until there are at least three and both replicas ran some
@@ -270,7 +186,7 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
     .await
     .unwrap();
     wait_until(Duration::from_secs(60), "the failure alert", || async {
-        is_failing_alert(&firing(&prometheus).await)
+        is_failing_alert(&prometheus.firing().await)
     })
     .await
     .unwrap_or_else(|e| {
@@ -279,18 +195,17 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
             std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
         )
     });
-    assert_healthy_table_quiet(&firing(&prometheus).await);
+    assert_healthy_table_quiet(&prometheus.firing().await);
     // p.failing's files are a few KiB, far under the default threshold (a quarter of the
     // 512 MiB target); p.healthy declares a threshold its files meet
     wait_until(
         Duration::from_secs(60),
         "the average file size warning",
-        || async {
-            firing(&prometheus).await.iter().any(|(name, labels)| {
-                name == "TablekeeperAverageFileSizeLow"
-                    && labels["table"] == "p.failing"
-                    && labels["owner"] == "team-failing"
-            })
+        || {
+            prometheus.fires(
+                "TablekeeperAverageFileSizeLow",
+                &[("table", "p.failing"), ("owner", "team-failing")],
+            )
         },
     )
     .await
@@ -308,7 +223,7 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(
-        is_failing_alert(&firing(&prometheus).await),
+        is_failing_alert(&prometheus.firing().await),
         "the alert cleared while a replica restarted"
     );
 
@@ -339,7 +254,7 @@ async fn the_shipped_rules_page_the_owner_across_two_replicas_and_clear_on_succe
     .await
     .unwrap_or_else(|e| panic!("{e}; r2 log:\n{}", r2.log()));
     wait_until(Duration::from_secs(60), "the alert to clear", || async {
-        let alerts = firing(&prometheus).await;
+        let alerts = prometheus.firing().await;
         assert_healthy_table_quiet(&alerts);
         !is_failing_alert(&alerts)
     })

@@ -1,8 +1,10 @@
 //! Storage errors told as they are: an S3 server that refuses the credentials (a wrong or
 //! rotated secret: 403 `InvalidAccessKeyId`) makes the table `unreadable`, not `unknown`.
 //! `tablekeeper plan` says so naming the 403 and exits 3; the daemon counts the probe
-//! failures as `unreadable`, the kind `TablekeeperTableUnreadable` pages on (its promtool test
-//! in deploy/prometheus fires from two of them within an hour).
+//! failures as `unreadable`, and a real Prometheus scraping it with the shipped rules fires
+//! `TablekeeperTableUnreadable` for the table's owner, not `TablekeeperStorageUnreachable`
+//! (the alert of storage that stays silent, whose promtool test in deploy/prometheus holds
+//! it back for 30 minutes of transient failures).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,6 +13,7 @@ use std::time::Duration;
 use tablekeeper_delta::fixtures::peers::S3Server;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::wait_until;
+use tablekeeper_tests::prometheus::Prometheus;
 use tablekeeper_tests::{metric_value, tablekeeper, Daemon};
 
 /// The environment of a replica whose S3 secret is wrong.
@@ -61,7 +64,7 @@ fn plan_with_a_wrong_secret_says_unreadable_naming_the_403_and_exits_3() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_counts_refused_credentials_as_unreadable() {
+async fn refused_credentials_make_the_table_unreadable_and_page_its_owner() {
     let server = S3Server::refusing_credentials().expect("moto checking credentials");
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -107,6 +110,32 @@ async fn the_daemon_counts_refused_credentials_as_unreadable() {
             .unwrap()
             .contains("InvalidAccessKeyId"),
         "{view}"
+    );
+
+    let prometheus =
+        Prometheus::start(dir.path(), &[daemon.base_url.trim_start_matches("http://")]).unwrap();
+    wait_until(
+        Duration::from_secs(90),
+        "TablekeeperTableUnreadable firing for s3.events and its owner",
+        || {
+            prometheus.fires(
+                "TablekeeperTableUnreadable",
+                &[
+                    ("table", "s3.events"),
+                    ("owner", "data-platform"),
+                    ("severity", "critical"),
+                ],
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; daemon log:\n{}", daemon.log()));
+    let firing = prometheus.firing().await;
+    assert!(
+        !firing
+            .iter()
+            .any(|(name, _)| name == "TablekeeperStorageUnreachable"),
+        "a refused credential is not silent storage: {firing:?}"
     );
     daemon.signal("TERM").unwrap();
     db.drop_db().await.unwrap();
