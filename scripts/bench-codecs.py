@@ -83,15 +83,19 @@ def data_bytes(root):
     return total
 
 
-def output_bytes(uri):
-    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
-    return sum(actions.column("size_bytes").to_pylist())
+def delta_read_back(uri):
+    """Rows python deltalake reads from the table, and the bytes of its active files."""
+    table = DeltaTable(uri)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return table.to_pyarrow_table().num_rows, sum(actions.column("size_bytes").to_pylist())
 
 
-def check_rows(uri, expected, what):
-    read_back = DeltaTable(uri).to_pyarrow_table().num_rows
-    if read_back != expected:
-        raise SystemExit(f"{what}: {read_back} rows read back, the table held {expected}")
+def floor_read_back(copy):
+    """Rows pyarrow reads from the files `tk-bench floor` wrote, and their bytes."""
+    floor = os.path.join(copy, "_floor")
+    written = [os.path.join(floor, n) for n in os.listdir(floor)]
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in written)
+    return rows, sum(os.path.getsize(f) for f in written)
 
 
 def python_compact(copy, codec, level):
@@ -127,18 +131,14 @@ def tablekeeper_compact(tablekeeper, copy, codec, level):
     return seconds, json.loads(out.stdout)["report"]["files_added"]
 
 
-def floor_rewrite(tk_bench, copy, codec, level, expected):
+def floor_rewrite(tk_bench, copy, codec, level):
     name = codec.lower() if level is None else f"{codec.lower()}({level})"
     out = subprocess.run(
         [tk_bench, "floor", "--dir", copy, "--codec", name],
         check=True, capture_output=True, text=True,
     )
     figures = json.loads(out.stdout)
-    written = [os.path.join(figures["output_dir"], n) for n in os.listdir(figures["output_dir"])]
-    read_back = sum(pq.ParquetFile(f).metadata.num_rows for f in written)
-    if read_back != expected or figures["rows"] != expected:
-        raise SystemExit(f"arrow-rs floor {name}: {read_back} rows read back, the table held {expected}")
-    return figures["seconds"], len(written), sum(os.path.getsize(f) for f in written)
+    return figures["seconds"], len(os.listdir(figures["output_dir"]))
 
 
 def main():
@@ -162,40 +162,33 @@ def main():
         )
     input_bytes = data_bytes(source)
     expected = DeltaTable(source).to_pyarrow_table().num_rows
-    engines = [("python deltalake", python_compact)]
+    # (engine, run(copy, codec, level) -> (seconds, files written), read_back(copy) -> (rows, bytes))
+    engines = [("python deltalake", python_compact, delta_read_back)]
     if tablekeeper:
         engines.append(
-            ("tablekeeper", lambda copy, c, l: tablekeeper_compact(tablekeeper, copy, c, l))
+            ("tablekeeper", lambda copy, c, l: tablekeeper_compact(tablekeeper, copy, c, l),
+             delta_read_back)
+        )
+    if tk_bench:
+        engines.append(
+            ("arrow-rs floor", lambda copy, c, l: floor_rewrite(tk_bench, copy, c, l),
+             floor_read_back)
         )
     results = []
     for codec, level in CODECS:
         name = codec.lower() if level is None else f"{codec.lower()}({level})"
-        for engine, compact in engines:
+        for engine, compact, read_back in engines:
             copy = os.path.join(out_dir, name)
             shutil.copytree(source, copy)
             cold = drop_caches()
             seconds, files_added = compact(copy, codec, level)
-            check_rows(copy, expected, f"{engine} {name}")
+            read, written = read_back(copy)
+            if read != expected:
+                raise SystemExit(f"{engine} {name}: {read} rows read back, the table held {expected}")
             results.append(
                 {
                     "codec": name,
                     "engine": engine,
-                    "seconds": seconds,
-                    "output_bytes": output_bytes(copy),
-                    "files_added": files_added,
-                    "cold_cache": cold,
-                }
-            )
-            shutil.rmtree(copy)
-        if tk_bench:
-            copy = os.path.join(out_dir, name)
-            shutil.copytree(source, copy)
-            cold = drop_caches()
-            seconds, files_added, written = floor_rewrite(tk_bench, copy, codec, level, expected)
-            results.append(
-                {
-                    "codec": name,
-                    "engine": "arrow-rs floor",
                     "seconds": seconds,
                     "output_bytes": written,
                     "files_added": files_added,

@@ -51,7 +51,7 @@ pub async fn bench_floor(args: &Args) -> Result<serde_json::Value> {
     let threads = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(1)
-        .min(partitions.len().max(1));
+        .min(partitions.len());
     let properties = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
