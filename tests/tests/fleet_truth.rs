@@ -1,6 +1,6 @@
-//! One fleet, one truth, end to end: one job per cron tick whichever replica fires it,
-//! storage trouble that defers maintenance instead of refusing it, and operator commands
-//! that do what they say.
+//! One fleet, one truth, end to end: one job per cron tick whichever replica fires it, a
+//! replica restarted under its own name that starts from what it stored, storage trouble that
+//! defers maintenance instead of refusing it, and operator commands that do what they say.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -97,6 +97,105 @@ async fn three_replicas_make_exactly_one_job_per_tick() {
         "the work was not shared: {replicas} replica(s) ran jobs"
     );
     pool.close().await;
+    db.drop_db().await.unwrap();
+}
+
+/// `t.kept`'s view on `daemon` once `ready` holds for it; fails after a minute.
+async fn view_when(
+    daemon: &Daemon,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(view) = daemon.table_view("t.kept").await {
+            if ready(&view) {
+                return view;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A replica restarted under its own `replica_id` (a pod's container restarting, a systemd
+/// unit on the same host) starts from the probes it stored before: the table's figures,
+/// history and health are there at once, as they were, and the table is probed again when it
+/// is due rather than read from scratch with its history empty while that read runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_restarted_under_its_own_name_starts_from_the_probes_it_stored() {
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("kept");
+    let uri = table.to_str().unwrap().to_owned();
+    for _ in 0..3 {
+        fixtures::write_small_files(&uri, &small(2)).await.unwrap();
+    }
+    let inventory = dir.path().join("inventory.yaml");
+    std::fs::write(
+        &inventory,
+        format!(
+            "tables:\n  - name: t.kept\n    path: \"{uri}\"\n    owner: o\n    maintenance:\n      compaction: {{ enabled: false }}\n      vacuum: {{ enabled: false }}\n      checkpoint: {{ enabled: false }}\n"
+        ),
+    )
+    .unwrap();
+    // a probe an hour apart: any probe after the restart is one the restart caused
+    let env = [
+        ("TABLEKEEPER_DATABASE_URL", db.url.clone()),
+        ("TABLEKEEPER_INVENTORY", inventory.display().to_string()),
+        ("TABLEKEEPER_PROBE_INTERVAL", "1h".into()),
+        ("TABLEKEEPER_MAX_PROBE_INTERVAL", "1h".into()),
+    ];
+    let mut first = Daemon::start("r1", dir.path(), &env).unwrap();
+    first.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let before = view_when(&first, "a complete probe", |view| {
+        let probe = &view["probe"];
+        probe["history_pending"] == false && probe["damage_check_pending"] == false
+    })
+    .await;
+    assert!(
+        before["probe"]["created_at"].is_string(),
+        "the history was read: {before}"
+    );
+    first.signal("TERM").unwrap();
+    assert_eq!(first.wait_exit(Duration::from_secs(60)).unwrap(), Some(0));
+
+    let after_dir = dir.path().join("restarted");
+    std::fs::create_dir(&after_dir).unwrap();
+    let restarted = Daemon::start("r1", &after_dir, &env).unwrap();
+    restarted.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let after = view_when(&restarted, "the table's state", |view| {
+        !view["probed_at"].is_null()
+    })
+    .await;
+    for field in ["probed_at", "health", "health_reasons", "probe_error"] {
+        assert_eq!(
+            after[field],
+            before[field],
+            "{field} changed across the restart\n{}",
+            restarted.log()
+        );
+    }
+    for field in [
+        "version",
+        "files",
+        "created_at",
+        "history_from_version",
+        "last_commit_at",
+        "history_pending",
+    ] {
+        assert_eq!(
+            after["probe"][field],
+            before["probe"][field],
+            "probe.{field} changed across the restart\n{}",
+            restarted.log()
+        );
+    }
+    drop(restarted);
     db.drop_db().await.unwrap();
 }
 

@@ -72,14 +72,18 @@ const SHARE_PAGE: u32 = 500;
 
 /// One replica's side of probe sharing (`fleet::sharing`): beats in the job store (the
 /// live replicas split the tables between them) and takes in the probes other replicas
-/// stored since its last pass. The first pass reads them all, so a replica that starts
-/// shows every table's figures at once and probes only its own share.
+/// stored since its last pass. The first pass reads them all, its own included (those it
+/// stored before a restart under the same `replica_id`), so a replica that starts shows every
+/// table's figures and history at once, as they were, and probes only its own share when due.
 #[derive(Debug, Default)]
 pub struct Sharing {
     /// The newest update read so far.
     read_to: Option<chrono::DateTime<Utc>>,
     /// When the previous pass read (this replica's clock).
     last_pass: Option<chrono::DateTime<Utc>>,
+    /// Whether a pass has read every stored probe to the end, this replica's own included;
+    /// later passes read only the others'.
+    caught_up: bool,
 }
 
 impl Sharing {
@@ -114,13 +118,14 @@ impl Sharing {
             (read_to, _) => read_to,
         };
         self.last_pass = Some(Utc::now());
+        let leave_out = self.caught_up.then_some(me);
         let mut page_after: Option<String> = None;
         let mut cursor = after;
         let mut applied = 0;
         loop {
             let rows = match rt
                 .store
-                .probes_since(cursor, page_after.as_deref(), me, SHARE_PAGE)
+                .probes_since(cursor, page_after.as_deref(), leave_out, SHARE_PAGE)
                 .await
             {
                 Ok(rows) => rows,
@@ -129,7 +134,10 @@ impl Sharing {
                     break;
                 }
             };
-            let Some(last) = rows.last() else { break };
+            let Some(last) = rows.last() else {
+                self.caught_up = true;
+                break;
+            };
             self.read_to = Some(
                 self.read_to
                     .map_or(last.updated_at, |t| t.max(last.updated_at)),
@@ -139,6 +147,7 @@ impl Sharing {
             let full = rows.len() == SHARE_PAGE as usize;
             applied += rt.fleet.apply_shared(&rows, Utc::now());
             if !full {
+                self.caught_up = true;
                 break;
             }
         }

@@ -141,8 +141,8 @@ pub(crate) struct Statements {
     /// 1 table, 2 replica, 3 probed_at, 4 probe JSON or NULL (keeps the stored one),
     /// 5 error or NULL, 6 error kind or NULL. Ignored when a newer probe is stored.
     pub record_probe: &'static str,
-    /// 1 updated after, or NULL for all; 2 a replica whose rows are left out. Probe
-    /// columns, oldest update first.
+    /// 1 updated after, or NULL for all; 2 a replica whose rows are left out, or NULL for
+    /// none. Probe columns, oldest update first.
     pub probes_since: &'static str,
     /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
     pub insert_task: &'static str,

@@ -1185,22 +1185,23 @@ impl JobStore {
         .await
     }
 
-    /// Up to `limit` probes stored by replicas other than `reader` after a point, oldest update
-    /// first (then by table): after `after` (all when `None`), or with `after_table`, after
-    /// the row (`after`, `after_table`), the last row of the previous page. Read in pages, so a
-    /// replica taking in thousands of probes never holds them all at once.
+    /// Up to `limit` probes stored by replicas other than `leave_out` (by every replica when
+    /// `None`) after a point, oldest update first (then by table): after `after` (all when
+    /// `None`), or with `after_table`, after the row (`after`, `after_table`), the last row of
+    /// the previous page. Read in pages, so a replica taking in thousands of probes never holds
+    /// them all at once.
     pub async fn probes_since(
         &self,
         after: Option<DateTime<Utc>>,
         after_table: Option<&str>,
-        reader: &str,
+        leave_out: Option<&str>,
         limit: u32,
     ) -> Result<Vec<ProbeRow>, StoreError> {
         self.measured(StoreOp::ProbesSince, async {
             self.dialect
                 .fetch(
                     self.sql().probes_since,
-                    args!(after, reader, after_table, i64::from(limit)),
+                    args!(after, leave_out, after_table, i64::from(limit)),
                 )
                 .await?
                 .iter()

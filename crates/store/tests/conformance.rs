@@ -1262,7 +1262,7 @@ mod suite {
         use tablekeeper_store::ProbeRow;
         use tablekeeper_vocab::ProbeFailureKind;
         assert!(store
-            .probes_since(None, None, "reader", 100)
+            .probes_since(None, None, Some("reader"), 100)
             .await
             .unwrap()
             .is_empty());
@@ -1285,7 +1285,10 @@ mod suite {
             .record_probe(&row("b", "r2", at(2), Some(json!({"version": 7})), None))
             .await
             .unwrap();
-        let all = store.probes_since(None, None, "reader", 100).await.unwrap();
+        let all = store
+            .probes_since(None, None, Some("reader"), 100)
+            .await
+            .unwrap();
         assert_eq!(
             all.iter()
                 .map(|r| r.table_name.as_str())
@@ -1293,7 +1296,10 @@ mod suite {
             ["a", "b"],
             "oldest update first"
         );
-        let others = store.probes_since(None, None, "r1", 100).await.unwrap();
+        let others = store
+            .probes_since(None, None, Some("r1"), 100)
+            .await
+            .unwrap();
         assert_eq!(
             others
                 .iter()
@@ -1302,24 +1308,36 @@ mod suite {
             ["b"],
             "a replica reads only the others' probes"
         );
+        let everyone = store.probes_since(None, None, None, 100).await.unwrap();
+        assert_eq!(
+            everyone
+                .iter()
+                .map(|r| (r.table_name.as_str(), r.replica_id.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", "r1"), ("b", "r2")],
+            "a replica that starts reads its own probes too"
+        );
         // pages: the last row of one page is where the next starts
-        let first = store.probes_since(None, None, "reader", 1).await.unwrap();
+        let first = store
+            .probes_since(None, None, Some("reader"), 1)
+            .await
+            .unwrap();
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].table_name, "a");
         let second = store
-            .probes_since(Some(first[0].updated_at), Some("a"), "reader", 1)
+            .probes_since(Some(first[0].updated_at), Some("a"), Some("reader"), 1)
             .await
             .unwrap();
         assert_eq!(second.len(), 1);
         assert_eq!(second[0].table_name, "b");
         assert!(store
-            .probes_since(Some(second[0].updated_at), Some("b"), "reader", 1)
+            .probes_since(Some(second[0].updated_at), Some("b"), Some("reader"), 1)
             .await
             .unwrap()
             .is_empty());
         let watermark = all[1].updated_at;
         assert!(store
-            .probes_since(Some(watermark), None, "reader", 100)
+            .probes_since(Some(watermark), None, Some("reader"), 100)
             .await
             .unwrap()
             .is_empty());
@@ -1331,7 +1349,7 @@ mod suite {
             .await
             .unwrap();
         let newer = store
-            .probes_since(Some(watermark), None, "reader", 100)
+            .probes_since(Some(watermark), None, Some("reader"), 100)
             .await
             .unwrap();
         assert_eq!(newer.len(), 1, "{newer:?}");
@@ -1350,7 +1368,10 @@ mod suite {
             .record_probe(&row("a", "r1", at(2), Some(json!({"version": 0})), None))
             .await
             .unwrap();
-        let a = store.probes_since(None, None, "reader", 100).await.unwrap();
+        let a = store
+            .probes_since(None, None, Some("reader"), 100)
+            .await
+            .unwrap();
         let a = a.iter().find(|r| r.table_name == "a").unwrap();
         assert_eq!(
             a.probe,
@@ -1361,7 +1382,10 @@ mod suite {
             .record_probe(&row("a", "r1", at(4), Some(json!({"version": 2})), None))
             .await
             .unwrap();
-        let a = store.probes_since(None, None, "reader", 100).await.unwrap();
+        let a = store
+            .probes_since(None, None, Some("reader"), 100)
+            .await
+            .unwrap();
         let a = a.iter().find(|r| r.table_name == "a").unwrap();
         assert_eq!(a.probe, Some(json!({"version": 2})));
         assert_eq!((a.error.as_deref(), a.error_kind), (None, None));

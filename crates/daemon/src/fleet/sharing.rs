@@ -80,10 +80,12 @@ impl Peers {
     }
 }
 
-/// Takes in probes other replicas stored: each one newer than what this replica knows of its
-/// table replaces it, as if this replica had run it (figures, error, and the table's probing
-/// rhythm, so a table that moves here is probed when it is due, not at once). `clock` is the
-/// probe clock's now. Returns how many were applied.
+/// Takes in probes stored in the job store (by other replicas, or by this one before it
+/// restarted): each one newer than what this replica knows of its table replaces it, as if
+/// this replica had run it (figures, error, and the table's probing rhythm, so a table that
+/// moves here is probed when it is due, not at once). While the stored probe's history read
+/// is still running, the history this replica knew stands (`Probe::fill_history_from`).
+/// `clock` is the probe clock's now. Returns how many were applied.
 pub(super) fn apply_shared(
     tables: &mut BTreeMap<String, TableState>,
     rows: &[ProbeRow],
@@ -199,5 +201,68 @@ mod tests {
             peers.probes_here("t", now + REPLICA_TTL),
             "once the set is no longer confirmed, probe it here too"
         );
+    }
+
+    fn row(table: &str, probed_at: DateTime<Utc>, probe: serde_json::Value) -> ProbeRow {
+        ProbeRow {
+            table_name: table.to_owned(),
+            replica_id: "replica-1".to_owned(),
+            probed_at,
+            probe: Some(serde_json::to_value(crate::planner::tests::probe(probe)).unwrap()),
+            error: None,
+            error_kind: None,
+            updated_at: probed_at,
+        }
+    }
+
+    #[test]
+    fn a_stored_probe_still_reading_its_history_keeps_the_history_known_here() {
+        let intervals = ProbeIntervals {
+            active: Duration::from_secs(60),
+            max: Duration::from_secs(600),
+        };
+        let at =
+            |s: i64| DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(1_800_000_000 + s);
+        let mut tables = BTreeMap::from([("t".to_owned(), TableState::default())]);
+        let complete =
+            serde_json::json!({"version": 10, "last_optimize_at": "2026-11-28T00:00:00Z"});
+        let pending = serde_json::json!({"version": 12, "history_pending": true, "created_at": null,
+            "last_commit_at": null, "history_from_version": null, "commits_per_hour": 0});
+        let clock = Instant::now();
+        assert_eq!(
+            apply_shared(
+                &mut tables,
+                &[row("t", at(0), complete)],
+                at(0),
+                clock,
+                intervals
+            ),
+            1
+        );
+        // two probes in a row while the table's history read runs (on another replica, or on
+        // this one after a restart): both show the table's own snapshot and the history known
+        for (n, probed_at) in [at(5), at(10)].into_iter().enumerate() {
+            let applied = apply_shared(
+                &mut tables,
+                &[row("t", probed_at, pending.clone())],
+                probed_at,
+                clock,
+                intervals,
+            );
+            assert_eq!(applied, 1);
+            let probe = tables["t"].probe.as_deref().unwrap();
+            assert!(probe.history_pending);
+            assert_eq!(probe.version, 12, "probe {n}: its own figures");
+            assert_eq!(
+                probe.created_at.map(|t| t.to_rfc3339()).as_deref(),
+                Some("2026-11-01T00:00:00+00:00"),
+                "probe {n}: the history known stands"
+            );
+            assert_eq!(
+                probe.last_optimize_at.map(|t| t.to_rfc3339()).as_deref(),
+                Some("2026-11-28T00:00:00+00:00"),
+                "probe {n}: the history known stands"
+            );
+        }
     }
 }

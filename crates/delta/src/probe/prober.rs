@@ -271,11 +271,14 @@ impl Probe {
         })
     }
 
-    /// Takes the history fields of `known` (an earlier complete probe of the same table) while
-    /// this probe's own history is still being read ([`Probe::history_pending`] stays set):
-    /// what the history said then stands until the read ends, rather than reading empty.
+    /// Takes the history fields of `known` (an earlier probe of the same table) while this
+    /// probe's own history is still being read ([`Probe::history_pending`] stays set): what
+    /// the history said then stands until the read ends, rather than reading empty. A `known`
+    /// that was itself pending passes on what it holds: the complete history it took in turn,
+    /// or nothing (a read that has never ended), so a history read that spans several probes
+    /// keeps the last complete history for all of them.
     pub fn fill_history_from(&mut self, known: &Probe) {
-        if !self.history_pending || known.history_pending || known.table != self.table {
+        if !self.history_pending || known.table != self.table {
             return;
         }
         self.created_at = known.created_at;
@@ -1366,7 +1369,15 @@ mod tests {
             "its own snapshot figures"
         );
 
-        // a complete probe keeps its own history; another table's or a pending one gives none
+        // the next probe, its read still running, keeps the same history from the pending one
+        let mut still_pending = probe_of("t", serde_json::json!({"history_pending": true}));
+        still_pending.fill_history_from(&pending);
+        assert_eq!(still_pending.created_at, known.created_at);
+        assert_eq!(still_pending.last_zorder_version, Some(4));
+        assert_eq!(still_pending.recent_overwrites, known.recent_overwrites);
+
+        // a complete probe keeps its own history; another table's gives none, nor does a
+        // pending probe that never took one
         let mut complete = probe_of("t", serde_json::json!({}));
         complete.fill_history_from(&known);
         assert_eq!(complete.created_at, None);
@@ -1375,10 +1386,7 @@ mod tests {
                 "u",
                 serde_json::json!({"created_at": "2026-01-01T00:00:00Z"}),
             ),
-            probe_of(
-                "t",
-                serde_json::json!({"created_at": "2026-01-01T00:00:00Z", "history_pending": true}),
-            ),
+            probe_of("t", serde_json::json!({"history_pending": true})),
         ] {
             let mut pending = probe_of("t", serde_json::json!({"history_pending": true}));
             pending.fill_history_from(&other);

@@ -203,7 +203,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
          FROM table_probes WHERE ($1::TIMESTAMPTZ IS NULL OR updated_at > $1 \
            OR ($3::TEXT IS NOT NULL AND updated_at = $1 AND table_name > $3)) \
-           AND replica_id <> $2 \
+           AND ($2::TEXT IS NULL OR replica_id <> $2) \
          ORDER BY updated_at, table_name LIMIT $4",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",

@@ -212,7 +212,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     probes_since: "SELECT table_name, replica_id, probed_at, probe, error, error_kind, updated_at \
          FROM table_probes WHERE (?1 IS NULL OR updated_at > strftime('%Y-%m-%dT%H:%M:%fZ', ?1) \
            OR (?3 IS NOT NULL AND updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', ?1) AND table_name > ?3)) \
-           AND replica_id <> ?2 \
+           AND (?2 IS NULL OR replica_id <> ?2) \
          ORDER BY updated_at, table_name LIMIT ?4",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
