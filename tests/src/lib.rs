@@ -6,6 +6,7 @@
 //! own. These helpers never build anything themselves (a nested cargo would wait forever
 //! on the lock the outer `cargo test` holds).
 
+pub mod chunks;
 pub mod cluster;
 pub mod jobs;
 pub mod prometheus;

@@ -10,10 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use tablekeeper_delta::fixtures::aged::copy_reference;
-use tablekeeper_delta::fixtures::both_readers;
 use tablekeeper_delta::fixtures::peers::run_python;
-use tablekeeper_tests::maintained;
-use tablekeeper_tests::setup::{InventoryFile, TableEntry};
+use tablekeeper_tests::chunks::{chunks_of_new_files, column_chunks};
 
 /// Three partitions of four appends of 2,000 rows, python deltalake's default writer settings.
 const WRITE: &str = r#"
@@ -37,29 +35,14 @@ os._exit(0)
 "#;
 
 /// Every active file's path and the codecs of its column chunks, as pyarrow reads them.
-const CODECS: &str = r#"
-import json, os, sys, urllib.parse
-import pyarrow as pa
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
-uri = sys.argv[1]
-out = {}
-for action in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist():
-    meta = pq.ParquetFile(os.path.join(uri, urllib.parse.unquote(action["path"]))).metadata
-    out[action["path"]] = sorted({meta.row_group(g).column(c).compression
-                                  for g in range(meta.num_row_groups) for c in range(meta.num_columns)})
-print(json.dumps(out))
-sys.stdout.flush()
-os._exit(0)
-"#;
-
 fn codecs(uri: &str) -> BTreeMap<String, Vec<String>> {
-    serde_json::from_str(
-        run_python(CODECS, &[uri])
-            .expect("pyarrow reads the files")
-            .trim(),
-    )
-    .expect("codec JSON")
+    column_chunks(uri)
+        .into_iter()
+        .map(|(path, chunks)| {
+            let codecs: BTreeSet<String> = chunks.into_iter().map(|c| c.compression).collect();
+            (path, codecs.into_iter().collect())
+        })
+        .collect()
 }
 
 /// Runs `operation` on `table` with `layout` and returns the codecs of the files it added.
@@ -69,35 +52,14 @@ async fn maintain_with_layout(
     layout: &str,
     operation: &str,
 ) -> BTreeSet<Vec<String>> {
-    let uri = table.to_str().unwrap();
-    let before = codecs(uri);
-    let (rust_before, python_before) = both_readers(uri).await.unwrap();
     let extra = format!("    layout: {layout}\n");
-    let inventory = InventoryFile::write(
-        dir,
-        "",
-        &[TableEntry {
-            name: "t",
-            path: table,
-            extra: &extra,
-        }],
-    )
-    .unwrap();
-    let result = maintained(&inventory.path, "t", operation);
-    assert!(
-        result["report"]["files_added"].as_u64().unwrap() > 0,
-        "{operation} wrote nothing: {result:#}"
-    );
-    let (rust_after, python_after) = both_readers(uri).await.unwrap();
-    assert!(rust_after == rust_before, "deltalake reads other rows");
-    assert!(
-        python_after == python_before,
-        "python deltalake reads other rows"
-    );
-    codecs(uri)
+    chunks_of_new_files(dir, table, &extra, operation)
+        .await
         .into_iter()
-        .filter(|(path, _)| !before.contains_key(path))
-        .map(|(_, codecs)| codecs)
+        .map(|chunks| {
+            let codecs: BTreeSet<String> = chunks.into_iter().map(|c| c.compression).collect();
+            codecs.into_iter().collect()
+        })
         .collect()
 }
 

@@ -4,8 +4,8 @@
 //! refusal rules: a table whose protocol needs a writer feature neither deltalake 1.1.2 nor
 //! tablekeeper's own commits can write is refused with a clear error and never touched, rows
 //! whose ids row tracking keeps are moved only with their ids, and a catalog-managed table is
-//! refused for everything. [`TableProtocol::deltalake_rewrites`] says whether deltalake's OPTIMIZE may
-//! rewrite the table, or tablekeeper's own rewrite must.
+//! refused for everything. Every rewrite is tablekeeper's own (`crate::rewrite`), whatever the
+//! table's features.
 //! Deletion vectors are maintained: rewrites read through deltalake's deletion-vector-aware
 //! scan and every rewrite commit passes the row check of [`crate::rewrite::guard`]; VACUUM protects the
 //! deletion-vector files of every version inside the retention window itself
@@ -193,16 +193,6 @@ impl TableProtocol {
             .iter()
             .any(|f| f == "clustering" || f == "liquid")
     }
-
-    /// Whether deltalake's own OPTIMIZE may rewrite and commit to this table: it knows every
-    /// writer feature, and the table neither maps columns nor keeps in-commit timestamps.
-    pub(crate) fn deltalake_rewrites(&self) -> bool {
-        self.effective_writer_features()
-            .iter()
-            .all(|f| SUPPORTED_WRITER_FEATURES.contains(&f.as_str()))
-            && !crate::rewrite::column_mapping::is_mapped(&self.properties)
-            && !crate::log::commit::in_commit_timestamps(&self.properties)
-    }
 }
 
 /// Refuses `op` on a table this crate cannot maintain safely; `Ok(())` means go ahead.
@@ -362,7 +352,6 @@ mod tests {
         }
         // identity columns come with legacy writer version 6: tablekeeper's commits keep them
         assert!(check_maintainable(&protocol(1, 6, &[], &[], &[]), Operation::Compact).is_ok());
-        assert!(!protocol(1, 6, &[], &[], &[]).deltalake_rewrites());
         // row tracking supported: fresh ids; enabled: ids carried in the materialized columns,
         // refused when the table names none
         let tracked = protocol(3, 7, &[], &["rowTracking", "domainMetadata"], &[]);
@@ -419,12 +408,10 @@ mod tests {
     }
 
     #[test]
-    fn column_mapped_tables_are_rewritten_by_tablekeeper_not_deltalake() {
+    fn column_mapped_tables_are_maintained() {
         let p = protocol(2, 5, &[], &[], &[("delta.columnMapping.mode", "name")]);
         for op in Operation::ALL {
             assert!(check_maintainable(&p, op).is_ok(), "{op}");
         }
-        assert!(!p.deltalake_rewrites());
-        assert!(protocol(1, 2, &[], &[], &[]).deltalake_rewrites());
     }
 }

@@ -25,6 +25,7 @@ use indexmap::IndexMap;
 use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
+use crate::rewrite::dictionary::Sample;
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::row_ids::row_tracking;
 use crate::rewrite::shape::{FileShape, ROW_GROUP_BYTES};
@@ -73,8 +74,9 @@ pub(crate) async fn scan_files(
     }
 }
 
-/// New files of one partition: deltalake's Parquet writer, as its OPTIMIZE writes them (zstd
-/// level 4), in row groups of at most [`ROW_GROUP_BYTES`], with the table's statistics columns.
+/// New files of one partition: deltalake's Parquet writer, in the table's `layout.compression`
+/// (zstd level 4 by default, as deltalake's OPTIMIZE writes), in row groups of at most
+/// [`ROW_GROUP_BYTES`], with the table's statistics columns.
 /// On a column-mapped table the rows are written under their physical names and field ids
 /// ([`PhysicalNames`]), statistics and partition values keyed by physical names, in files under
 /// a random prefix instead of Hive-style directories (as Delta writes such tables). Row
@@ -84,9 +86,17 @@ pub(crate) async fn scan_files(
 /// every batch by them as `DeltaWriter::write` does (a hash-map entry per row and a copy of every
 /// column: 18% of a Z-order's CPU in `memcmp` and 10% in copies, measured). Each batch is checked
 /// to hold that partition only, so rows of another partition fail the rewrite instead of moving.
+///
+/// The first rows are held back ([`Sample`]) until they show which columns hardly repeat a
+/// value; those are written without a dictionary ([`crate::rewrite::dictionary`]), the rest
+/// with the writer's default.
 pub(crate) struct PartitionFiles {
     uri: String,
-    writer: DeltaWriter,
+    /// Always present but while its properties are swapped once the sample chose them.
+    writer: Option<DeltaWriter>,
+    shape: FileShape,
+    /// The first rows, until the encoding is chosen from them.
+    sample: Option<Sample>,
     /// The partition columns, as the rows name them (logical names).
     partition_columns: Vec<String>,
     /// The partition's values keyed as the log keys them, from the first row written.
@@ -140,7 +150,9 @@ impl PartitionFiles {
         .with_random_prefix_length(mapping.is_some().then_some(RANDOM_PREFIX_LENGTH));
         Ok(PartitionFiles {
             uri: uri.to_owned(),
-            writer: DeltaWriter::new(log_store.object_store(None), config),
+            writer: Some(DeltaWriter::new(log_store.object_store(None), config)),
+            shape,
+            sample: Some(Sample::default()),
             partition_columns,
             values: None,
             mapping,
@@ -177,19 +189,75 @@ impl PartitionFiles {
                 .map_err(|e| written(DeltaTableError::from(e)))?,
             None => batch,
         };
-        if self.partition_columns.is_empty() {
-            return self.writer.write(&batch).await.map_err(written);
+        match &mut self.sample {
+            Some(sample) => {
+                if sample.push(batch) {
+                    self.end_sample(&values).await?;
+                }
+                Ok(())
+            }
+            None => self.encode(batch, &values).await,
         }
-        self.writer
-            .write_partition(batch, &values)
-            .await
-            .map_err(written)
+    }
+
+    /// Chooses the encoding from the sample and writes the rows it held.
+    async fn end_sample(&mut self, values: &IndexMap<String, Scalar>) -> Result<(), DeltaError> {
+        let Some(sample) = self.sample.take() else {
+            return Ok(());
+        };
+        let partition_columns: Vec<String> = self
+            .partition_columns
+            .iter()
+            .map(|c| {
+                self.mapping
+                    .as_ref()
+                    .map_or(c.as_str(), |m| m.name(c))
+                    .to_owned()
+            })
+            .collect();
+        let plain = sample.plain_columns(&partition_columns);
+        if !plain.is_empty() {
+            tracing::debug!(table = self.uri, columns = ?plain, "written without a dictionary: their values hardly repeat");
+            let properties = self.shape.writer_properties_plain(&plain);
+            self.writer = self
+                .writer
+                .take()
+                .map(|writer| writer.with_writer_properties(properties));
+        }
+        for batch in sample.into_batches() {
+            self.encode(batch, values).await?;
+        }
+        Ok(())
+    }
+
+    /// Hands `batch` (physical names, one partition's rows) to the Parquet writer.
+    async fn encode(
+        &mut self,
+        batch: RecordBatch,
+        values: &IndexMap<String, Scalar>,
+    ) -> Result<(), DeltaError> {
+        let uri = self.uri.as_str();
+        let written = |e| DeltaError::delta(uri, "writing rewritten files", e);
+        let Some(writer) = self.writer.as_mut() else {
+            return Err(written(DeltaTableError::Generic(
+                "the rewrite's writer is gone (a tablekeeper bug: please report it)".into(),
+            )));
+        };
+        if self.partition_columns.is_empty() {
+            return writer.write(&batch).await.map_err(written);
+        }
+        writer.write_partition(batch, values).await.map_err(written)
     }
 
     /// Closes the files and returns their `add` actions, `dataChange: false`.
-    pub(crate) async fn close(self) -> Result<Vec<Add>, DeltaError> {
-        let adds = self
-            .writer
+    pub(crate) async fn close(mut self) -> Result<Vec<Add>, DeltaError> {
+        if let Some(values) = self.values.clone() {
+            self.end_sample(&values).await?;
+        }
+        let Some(writer) = self.writer.take() else {
+            return Ok(Vec::new());
+        };
+        let adds = writer
             .close()
             .await
             .map_err(|e| DeltaError::delta(&self.uri, "writing rewritten files", e))?;

@@ -1,8 +1,8 @@
 //! Running one scoped rewrite and reading back what it committed.
 //!
 //! Owns running one rewrite per filter set (cancellable: compaction's bins in
-//! [`crate::rewrite::bins`], or deltalake's OPTIMIZE when no bin can be copied; Z-order in
-//! [`crate::rewrite::cluster`]; purge in [`crate::rewrite::purge`]), and reading back what each
+//! [`crate::rewrite::bins`]; Z-order in [`crate::rewrite::cluster`]; purge in
+//! [`crate::rewrite::purge`]), and reading back what each
 //! run committed: the commits carrying the run's marker, each checked by the duplicate-rewrite
 //! guard before anything else happens. This module never decides *which* partitions need work
 //! (compaction, Z-order and purge do) nor which files a filter selects ([`crate::rewrite::select`]).
@@ -16,10 +16,7 @@
 //! last one.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::operations::optimize::OptimizeType;
 use deltalake::DeltaTable;
 use tokio_util::sync::CancellationToken;
 
@@ -28,12 +25,12 @@ use crate::log::read::{partition_key, read_commits, Commit};
 use crate::report::OpReport;
 use crate::rewrite::guard::{check_commit, Rows, Verdict};
 use crate::rewrite::plan::{Rewrite, RewriteSpec};
-use crate::rewrite::select::{literals, OwnedFilter};
-use crate::run::{cancellable, run_commits};
+use crate::rewrite::select::OwnedFilter;
+use crate::run::run_commits;
 use crate::snapshot::{apply, ActiveSet};
 
 /// Runs one rewrite (compaction, Z-order or purge) over `filters` from `table`'s snapshot.
-/// Returns the table deltalake hands back (refreshed to the latest version).
+/// Returns the table refreshed to the latest version.
 pub(crate) async fn optimize_once(
     uri: &str,
     table: &DeltaTable,
@@ -43,19 +40,13 @@ pub(crate) async fn optimize_once(
 ) -> Result<DeltaTable, DeltaError> {
     match &spec.rewrite {
         Rewrite::Compact { .. } => {
-            if let Some(table) =
-                crate::rewrite::bins::compact(uri, table, spec, filters, cancel).await?
-            {
-                return Ok(table);
-            }
-            // no bin can be copied: deltalake's OPTIMIZE decodes them all, as fast as it does
-            // for any other caller and faster than a scan per bin
+            crate::rewrite::bins::compact(uri, table, spec, filters, cancel).await
         }
         Rewrite::ZOrder {
             columns,
             clustering,
         } => {
-            return crate::rewrite::cluster::rewrite(
+            crate::rewrite::cluster::rewrite(
                 uri,
                 table,
                 spec,
@@ -66,33 +57,8 @@ pub(crate) async fn optimize_once(
             )
             .await
         }
-        Rewrite::Purge => {
-            return crate::rewrite::purge::rewrite(uri, table, spec, filters, cancel).await
-        }
+        Rewrite::Purge => crate::rewrite::purge::rewrite(uri, table, spec, filters, cancel).await,
     }
-    // deltalake's OPTIMIZE holds the decoding share of the replica's budget while it runs, so
-    // compaction bins never add up past the budget beside it
-    let _reserved = crate::rewrite::budget::budget()
-        .reserve(crate::rewrite::decode::MEMORY_BYTES)
-        .await;
-    let literals = literals(filters);
-    let builder = table
-        .clone()
-        .optimize()
-        .with_type(OptimizeType::Compact)
-        .with_filters(&literals)
-        .with_target_size(spec.output.target_size)
-        .with_writer_properties(spec.output.writer_properties())
-        .with_commit_properties(CommitProperties::default().with_metadata(spec.marker.clone()))
-        // commit every bin on its own: see the module docs
-        .with_min_commit_interval(Duration::ZERO);
-    let step = async {
-        builder
-            .await
-            .map(|(table, _metrics)| table)
-            .map_err(|err| DeltaError::delta(uri, "optimize", err))
-    };
-    cancellable(cancel, uri, spec.operation, step).await
 }
 
 /// The active files at a known version, carried from one scoped run to the next so the guard

@@ -11,7 +11,8 @@
 //!   ([`splice`], statistics in [`merged_stats`]) or by decoding ([`decode`]); Z-order's sort
 //!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
 //!   the process's memory [`budget`], writing a column-mapped table's physical names
-//!   ([`column_mapping`]) and carrying row ids where row tracking keeps them ([`row_ids`]);
+//!   ([`column_mapping`]), carrying row ids where row tracking keeps them ([`row_ids`]), and
+//!   writing columns of unique values without a dictionary ([`dictionary`]);
 //! - [`tasks`]: one job's rewrite cut into tasks any replica runs, each committing its own
 //!   files through the same scoped rewrite;
 //! - at the bottom, the plain types every layer shares ([`plan`]), the file selection
@@ -25,6 +26,7 @@ pub(crate) mod cluster;
 pub(crate) mod column_mapping;
 pub(crate) mod compact;
 pub(crate) mod decode;
+pub(crate) mod dictionary;
 pub(crate) mod execute;
 pub(crate) mod external_sort;
 pub(crate) mod guard;

@@ -139,7 +139,6 @@ impl Optimize<'_> {
         clustering: Option<Vec<String>>,
         target: NonZeroU64,
         run_id: &str,
-        protocol: &crate::features::maintainable::TableProtocol,
     ) -> RewriteSpec {
         RewriteSpec {
             operation: self.operation(),
@@ -155,7 +154,6 @@ impl Optimize<'_> {
                 compression: self.compression(),
             },
             marker: self.marker(run_id),
-            deltalake_rewrites: protocol.deltalake_rewrites(),
             only: None,
         }
     }
@@ -289,7 +287,7 @@ async fn attempt(
     } = prepared;
     let mut known = Some((version, active_set(&active)));
     drop(active);
-    let spec = kind.spec(clustering, target, run_id, &protocol);
+    let spec = kind.spec(clustering, target, run_id);
     let mut current = table;
     for filters in filter_sets(&protocol.partition_columns, &scopes) {
         let base_version = crate::open::loaded_version(uri, &current)?;

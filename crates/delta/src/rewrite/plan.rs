@@ -88,9 +88,6 @@ pub(crate) struct RewriteSpec {
     pub output: FileShape,
     /// Commit metadata: the run marker, plus `operationParameters` for Z-order.
     pub marker: HashMap<String, Value>,
-    /// deltalake's OPTIMIZE may rewrite the table (it writes every feature the table has);
-    /// otherwise every bin goes through tablekeeper's own rewrite and commit.
-    pub deltalake_rewrites: bool,
     /// When the rewrite is one task of a job: exactly the files the task was planned with
     /// (those still active); a file outside it is never read or removed.
     pub only: Option<Arc<BTreeSet<String>>>,

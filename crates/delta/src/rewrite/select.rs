@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use deltalake::kernel::{Action, EagerSnapshot, LogicalFileView};
-use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
+use deltalake::DeltaTable;
 
 use crate::error::DeltaError;
 use crate::log::read::partition_key;
@@ -138,23 +138,6 @@ pub(crate) fn matches(filters: &[OwnedFilter], values: &HashMap<String, Option<S
             .flatten()
             .is_some_and(|v| set.contains(&v)),
     })
-}
-
-/// deltalake's borrowed filter literals for `filters`.
-pub(crate) fn literals(filters: &[OwnedFilter]) -> Vec<FilterLiteral<'_>> {
-    filters
-        .iter()
-        .map(|f| match f {
-            OwnedFilter::Eq(col, v) => {
-                (col.as_str(), FilterOp::Eq, FilterValue::Scalar(v.as_str()))
-            }
-            OwnedFilter::In(col, vs) => (
-                col.as_str(),
-                FilterOp::In,
-                FilterValue::Set(vs.iter().map(String::as_str).collect()),
-            ),
-        })
-        .collect()
 }
 
 #[cfg(test)]

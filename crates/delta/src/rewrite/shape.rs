@@ -1,12 +1,13 @@
 //! The size and encoding of the files a rewrite writes ([`FileShape`]): the target size, the
 //! table's `layout.compression` (default zstd level 4, as deltalake's OPTIMIZE writes), and
-//! row groups of at most [`ROW_GROUP_BYTES`]; the Parquet writer properties they make, for
-//! tablekeeper's own writers and for deltalake's OPTIMIZE alike.
+//! row groups of at most [`ROW_GROUP_BYTES`]; the Parquet writer properties they make. Which
+//! columns are written without a dictionary is chosen from the rows (`rewrite::dictionary`).
 
 use std::num::NonZeroU64;
 
 use deltalake::parquet::basic::{self, BrotliLevel, GzipLevel, ZstdLevel};
 use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
 use tablekeeper_vocab::{Codec, Compression};
 
 /// The largest row group written (encoded bytes): it bounds what one rewrite holds in memory,
@@ -27,9 +28,20 @@ impl FileShape {
     /// The Parquet writer properties of such files: the compression, and row groups of at most
     /// [`ROW_GROUP_BYTES`].
     pub(crate) fn writer_properties(&self) -> WriterProperties {
-        WriterProperties::builder()
+        self.writer_properties_plain(&[])
+    }
+
+    /// The same, with the top-level columns named in `plain` (file names, physical on a
+    /// column-mapped table) written without a dictionary.
+    pub(crate) fn writer_properties_plain(&self, plain: &[String]) -> WriterProperties {
+        let builder = WriterProperties::builder()
             .set_compression(parquet_compression(self.compression))
-            .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)))
+            .set_max_row_group_bytes(Some(usize::try_from(ROW_GROUP_BYTES).unwrap_or(usize::MAX)));
+        plain
+            .iter()
+            .fold(builder, |builder, column| {
+                builder.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false)
+            })
             .build()
     }
 }

@@ -98,7 +98,7 @@ pub async fn plan_tasks(
         }
         Plan::Rewrite { scopes, .. } => scopes,
     };
-    let spec = kind.spec(clustering, target, "", &prepared.protocol);
+    let spec = kind.spec(clustering, target, "");
     let snapshot = planned_snapshot(uri, &prepared.table)?;
     let scopes: BTreeMap<String, PartitionScope> =
         scopes.into_iter().map(|s| (s.key.clone(), s)).collect();
@@ -214,7 +214,7 @@ pub async fn run_task(
     }
     let clustering = clustering_of(uri, kind, &prepared.table).await?;
     let run_id = Uuid::new_v4().to_string();
-    let mut spec: RewriteSpec = kind.spec(clustering, target, &run_id, &prepared.protocol);
+    let mut spec: RewriteSpec = kind.spec(clustering, target, &run_id);
     spec.only = Some(Arc::new(
         input.files.iter().cloned().collect::<BTreeSet<_>>(),
     ));

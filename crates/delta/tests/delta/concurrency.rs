@@ -203,17 +203,23 @@ async fn operations_after(t: &TestTable, after: u64) -> Vec<(u64, String)> {
 /// Another writer appends between compaction's read and its commits (one commit per bin, so
 /// there are several chances): deltalake rebases ours onto the later version, and every such
 /// rebase is a conflict in the report, the figure `tablekeeper_commit_conflicts_total` counts.
-#[tokio::test]
+/// The appender runs on a thread of its own beside the bins' (as another engine would), so its
+/// commits can fall between two of compaction's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_commit_rebased_behind_another_writer_counts_as_a_conflict() {
     const ROUNDS: usize = 10;
+    const ROWS_PER_FILE: usize = 5_000;
     let mut interleaved_rounds = 0;
     for round in 0..ROUNDS {
         let t = std::sync::Arc::new(create_table(true, &[]).await);
         let dates: Vec<String> = (1..=6).map(|d| format!("2024-06-{d:02}")).collect();
+        // files of a few thousand rows, so each bin takes long enough to decode and encode
+        // that the appender's commits can land between two bins'
         for (d, date) in dates.iter().enumerate() {
             for f in 0..6 {
-                let start = (d * 100 + f * 10) as i64;
-                t.append(&rows(start..start + 10, date)).await;
+                let start = ((d * 6 + f) * ROWS_PER_FILE) as i64;
+                t.append(&rows(start..start + ROWS_PER_FILE as i64, date))
+                    .await;
             }
         }
         let before = t.version().await;
