@@ -129,9 +129,10 @@ pub(crate) async fn compact(
     let context = Arc::new(BinContext::new(uri, table, snapshot, spec, rules));
     let parallel = std::thread::available_parallelism().map_or(1, usize::from);
     // each bin on a task of its own, so bins decode and encode on separate cores (futures
-    // polled by one task share its thread: a 3-bin compaction ran 1.1-1.3x slower so); aborted
-    // when this future is dropped (a cancelled job), as the bins' futures were. Collected first:
-    // a stream over a closure's futures is not provably `Send` here
+    // polled by one task share its thread: a 3-bin compaction ran 1.07-1.33x deltalake's
+    // OPTIMIZE so, and faster once spawned; BENCHMARKS.md); aborted when this future is
+    // dropped (a cancelled job), as the bins' futures were. Collected first: a stream over a
+    // closure's futures is not provably `Send` here
     let runs: Vec<_> = bins
         .into_iter()
         .map(|bin| {
