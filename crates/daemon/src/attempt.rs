@@ -48,7 +48,7 @@ pub(crate) async fn inputs(
         zorder_since_version: rt
             .fleet
             .with_state(&spec.name, |s| {
-                s.probe.as_ref().and_then(|p| p.last_zorder_version)
+                s.probe.as_ref().and_then(|p| p.history.last_zorder_version)
             })
             .flatten(),
         forced: trigger == Trigger::Manual,

@@ -53,6 +53,7 @@ pub(crate) fn applies(op: Operation, probe: Option<&Probe>) -> bool {
 
 pub(crate) fn erasure_pending(probe: &Probe, now: DateTime<Utc>) -> Duration {
     probe
+        .history
         .erasure_pending_since
         .and_then(|since| (now - since).to_std().ok())
         .unwrap_or_default()
@@ -62,8 +63,9 @@ pub(crate) fn erasure(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Er
     let retention =
         chrono::Duration::from_std(spec.vacuum_window()).unwrap_or(chrono::Duration::MAX);
     let pending = erasure_pending(probe, now);
-    let earliest_erasure = probe.erasure_pending_since.map(|_| {
+    let earliest_erasure = probe.history.erasure_pending_since.map(|_| {
         let after_removal = probe
+            .history
             .erasure_last_removal_at
             .map(|at| (at + retention).max(now));
         if probe.deleted_rows > 0 || probe.files_with_deletion_vectors > 0 {
@@ -75,12 +77,12 @@ pub(crate) fn erasure(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Er
     });
     let deadline = spec.retention.erasure_deadline;
     let due_at = deadline
-        .zip(probe.erasure_pending_since)
+        .zip(probe.history.erasure_pending_since)
         .and_then(|(d, since)| chrono::Duration::from_std(d).ok().map(|d| since + d));
     let overdue = deadline.is_some_and(|d| pending > d);
-    let summary = probe.erasure_pending_since.map(|since| {
+    let summary = probe.history.erasure_pending_since.map(|since| {
         let at_version = probe
-            .erasure_pending_version
+            .history.erasure_pending_version
             .map_or_else(String::new, |v| format!(" at version {v}"));
         let earliest = earliest_erasure.map_or_else(String::new, |t| {
             format!("; earliest erasure {}", t.format("%Y-%m-%d"))
@@ -99,8 +101,8 @@ pub(crate) fn erasure(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Er
     });
     ErasureView {
         deleted_rows: probe.deleted_rows,
-        pending_since: probe.erasure_pending_since,
-        pending_version: probe.erasure_pending_version,
+        pending_since: probe.history.erasure_pending_since,
+        pending_version: probe.history.erasure_pending_version,
         pending_seconds: i64::try_from(pending.as_secs()).unwrap_or(i64::MAX),
         earliest_erasure,
         deadline_seconds: deadline.map(|d| d.as_secs()),

@@ -179,7 +179,10 @@ fn probe_gate(spec: &TableSpec, op: Operation, probe: &Probe) -> Option<String> 
                 .into(),
         );
     }
-    if op.rewrites() && spec.writers.overwrites.is_none() && !probe.recent_overwrites.is_empty() {
+    if op.rewrites()
+        && spec.writers.overwrites.is_none()
+        && !probe.history.recent_overwrites.is_empty()
+    {
         return Some(overwrites_refusal(probe));
     }
     if op == Operation::Vacuum || op.rewrites() {
@@ -203,6 +206,7 @@ fn probe_gate(spec: &TableSpec, op: Operation, probe: &Probe) -> Option<String> 
 /// gets no rewrite.
 fn overwrites_refusal(probe: &Probe) -> String {
     let versions: Vec<String> = probe
+        .history
         .recent_overwrites
         .iter()
         .map(|o| {
@@ -290,7 +294,7 @@ fn needed(
                 ))
             }
         }
-        Operation::Zorder => match (probe.last_zorder_at, probe.last_commit_at) {
+        Operation::Zorder => match (probe.history.last_zorder_at, probe.history.last_commit_at) {
             (None, _) => Decision::Run(format!(
                 "table was never Z-ordered on [{}]",
                 spec.layout.zorder.join(", ")
@@ -304,7 +308,10 @@ fn needed(
                 z.to_rfc3339()
             )),
         },
-        Operation::Vacuum => match (probe.last_vacuum_at.max(last_success), probe.last_commit_at) {
+        Operation::Vacuum => match (
+            probe.history.last_vacuum_at.max(last_success),
+            probe.history.last_commit_at,
+        ) {
             (None, _) => Decision::Run("table was never vacuumed".into()),
             (Some(v), Some(c)) if c > v => Decision::Run(format!(
                 "commits since the last VACUUM at {} may have left files past retention",
@@ -400,9 +407,12 @@ fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision
 /// both leave the table compacted.
 pub(crate) fn last_success_from_log(probe: &Probe, op: Operation) -> Option<DateTime<Utc>> {
     match op {
-        Operation::Compact => probe.last_optimize_at.max(probe.last_zorder_at),
-        Operation::Zorder => probe.last_zorder_at,
-        Operation::Vacuum => probe.last_vacuum_at,
+        Operation::Compact => probe
+            .history
+            .last_optimize_at
+            .max(probe.history.last_zorder_at),
+        Operation::Zorder => probe.history.last_zorder_at,
+        Operation::Vacuum => probe.history.last_vacuum_at,
         Operation::Checkpoint => probe.last_checkpoint_at,
         // a purge commits as OPTIMIZE: the job table alone knows when one ran
         Operation::Purge | Operation::Repair => None,

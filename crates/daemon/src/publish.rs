@@ -85,7 +85,7 @@ fn figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> TableFigures 
         small_files: probe.small_files,
         version: probe.version,
         commits_since_checkpoint: probe.commits_since_checkpoint,
-        commits_per_hour: probe.commits_per_hour,
+        commits_per_hour: probe.history.commits_per_hour,
         unrestorable_versions: probe
             .restore_drill
             .as_ref()

@@ -66,7 +66,7 @@ async fn share(rt: &Runtime, spec: &TableSpec, probe: &Result<Probe, ProbeFailur
 /// (unless a VACUUM already succeeded since). The job table coalesces: at most one queued job
 /// per table and operation, whichever replica asks.
 async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
-    if spec.retention.erasure_deadline.is_none() || probe.erasure_pending_since.is_none() {
+    if spec.retention.erasure_deadline.is_none() || probe.history.erasure_pending_since.is_none() {
         return;
     }
     let now = Utc::now();
@@ -85,7 +85,10 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
     }
     let retention =
         chrono::Duration::from_std(spec.vacuum_window()).unwrap_or(chrono::Duration::MAX);
-    let eligible_at = probe.erasure_last_removal_at.map(|at| at + retention);
+    let eligible_at = probe
+        .history
+        .erasure_last_removal_at
+        .map(|at| at + retention);
     let last_vacuum = rt.fleet.last_success(&spec.name, Operation::Vacuum);
     if eligible_at.is_some_and(|at| at <= now && last_vacuum.is_none_or(|v| v < at))
         && planner::admit(
@@ -131,10 +134,11 @@ async fn record_history(rt: &Runtime, spec: &TableSpec) {
 }
 
 async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
-    if probe.stale_writes.is_empty() {
+    if probe.history.stale_writes.is_empty() {
         return;
     }
     let rows: Vec<StaleWriteRow> = probe
+        .history
         .stale_writes
         .iter()
         .map(|w| stale_write_row(&spec.name, w))

@@ -61,8 +61,8 @@ pub use probe::drill::{
     DrillOptions, OwedVersion, RestoreDrill, RetainedBytes, DEFAULT_DRILL_EVERY,
 };
 pub use probe::prober::{
-    ForeignCommit, HistoryBatch, Probe, ProbeOptions, Prober, DEFAULT_LOADED_SNAPSHOTS,
-    DEFAULT_PRESENCE_EVERY,
+    ForeignCommit, HistoryBatch, Probe, ProbeHistory, ProbeOptions, Prober,
+    DEFAULT_LOADED_SNAPSHOTS, DEFAULT_PRESENCE_EVERY,
 };
 pub use report::{
     KeptFiles, OpReport, PlannedFile, RepairPlan, RetentionDrift, TaskCommits, TaskSummary,

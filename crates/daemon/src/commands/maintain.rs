@@ -119,7 +119,7 @@ pub async fn run(request: Request<'_>) -> ExitCode {
         // A foreground VACUUM lists the directory: an operator running it by hand
         // usually wants orphans from failed rewrites reclaimed too.
         vacuum_mode: VacuumMode::Full,
-        zorder_since_version: probe.last_zorder_version,
+        zorder_since_version: probe.history.last_zorder_version,
         forced: !request.if_needed,
         log_cleanup: if request.cleanup_log {
             LogCleanup::Unrecorded

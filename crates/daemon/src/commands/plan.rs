@@ -141,7 +141,7 @@ fn render_text(views: &[TableView]) -> String {
         if let Some(newest) = v
             .probe
             .as_ref()
-            .and_then(|p| p.recent_foreign_rewrites.first())
+            .and_then(|p| p.history.recent_foreign_rewrites.first())
         {
             let _ = writeln!(
                 out,

@@ -254,12 +254,16 @@ mod tests {
             assert!(probe.history_pending);
             assert_eq!(probe.version, 12, "probe {n}: its own figures");
             assert_eq!(
-                probe.created_at.map(|t| t.to_rfc3339()).as_deref(),
+                probe.history.created_at.map(|t| t.to_rfc3339()).as_deref(),
                 Some("2026-11-01T00:00:00+00:00"),
                 "probe {n}: the history known stands"
             );
             assert_eq!(
-                probe.last_optimize_at.map(|t| t.to_rfc3339()).as_deref(),
+                probe
+                    .history
+                    .last_optimize_at
+                    .map(|t| t.to_rfc3339())
+                    .as_deref(),
                 Some("2026-11-28T00:00:00+00:00"),
                 "probe {n}: the history known stands"
             );

@@ -52,7 +52,7 @@ pub(crate) fn staleness(
     op: Operation,
     now: DateTime<Utc>,
 ) -> Option<chrono::Duration> {
-    let since =
-        last_success(state, op).or_else(|| state.probe.as_ref().and_then(|p| p.created_at))?;
+    let since = last_success(state, op)
+        .or_else(|| state.probe.as_ref().and_then(|p| p.history.created_at))?;
     Some((now - since).max(chrono::Duration::zero()))
 }

@@ -153,7 +153,7 @@ pub async fn table_page(
                 "version " (p.version) " · " (p.files) " files (" (p.small_files) " small) · "
                 (bytesize::ByteSize::b(p.size_bytes).display().iec()) " · "
                 (p.commits_since_checkpoint) " commits since checkpoint · "
-                (p.commits_per_hour) " commits in the last hour"
+                (p.history.commits_per_hour) " commits in the last hour"
             }
         }
         h2 { "Operations" }
@@ -220,7 +220,7 @@ pub async fn table_page(
             h2 { "Erasure" }
             p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }
         }
-        @if let Some(p) = v.probe.as_deref().filter(|p| !p.recent_foreign_rewrites.is_empty()) {
+        @if let Some(p) = v.probe.as_deref().filter(|p| !p.history.recent_foreign_rewrites.is_empty()) {
             h2 { "Rewrites by other engines" }
             p.(if v.rewrites_owned { "warn" } else { "" }) {
                 @if v.rewrites_owned {
@@ -230,7 +230,7 @@ pub async fn table_page(
                 }
                 @if let Some(f) = &v.foreign_rewrites { " " (f.rewrites) " recorded in all." }
             }
-            ul { @for c in &p.recent_foreign_rewrites {
+            ul { @for c in &p.history.recent_foreign_rewrites {
                 li {
                     "version " (c.version) " " (c.operation.as_deref().unwrap_or("unknown operation"))
                     " by " (c.engine_info.as_deref().unwrap_or("an unknown engine"))

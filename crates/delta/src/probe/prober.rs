@@ -149,6 +149,52 @@ pub struct HistoryBatch {
     pub commits: Vec<CommitRecord>,
 }
 
+/// What a probe learns from reading every JSON commit still in the log (the history read),
+/// beside the snapshot's figures: when the table was made and last written, the last
+/// maintenance by anyone, stale writes, other writers' overwrites and rewrites, erasure. One
+/// struct, so a probe whose history read is still running takes the last complete history
+/// whole ([`Probe::fill_history_from`]) and no field can be left behind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProbeHistory {
+    /// Timestamp of commit 0, or of the oldest commit still on disk (see `history_from_version`).
+    pub created_at: Option<DateTime<Utc>>,
+    /// Oldest JSON commit still on disk; history fields cover only what follows it.
+    pub history_from_version: Option<i64>,
+    pub last_commit_at: Option<DateTime<Utc>>,
+    /// Commits whose timestamp falls in the hour before the probe.
+    pub commits_per_hour: u64,
+    /// Newest OPTIMIZE (compaction or Z-order), by anyone.
+    pub last_optimize_at: Option<DateTime<Utc>>,
+    /// Newest OPTIMIZE with a non-empty `operationParameters.zOrderBy`.
+    pub last_zorder_at: Option<DateTime<Utc>>,
+    /// Its version: pass it as `ZorderOptions::since_version`.
+    pub last_zorder_version: Option<i64>,
+    /// Newest `VACUUM START` or `VACUUM END`.
+    pub last_vacuum_at: Option<DateTime<Utc>>,
+    /// Stale writes found in the watch window: pending ones until repaired, repaired ones
+    /// until the window passes (see [`crate::watch::stale`]).
+    pub stale_writes: Vec<StaleWrite>,
+    /// Full overwrites by other writers inside the watch window, newest first (at most 10).
+    pub recent_overwrites: Vec<ForeignCommit>,
+    /// Rewrites (compaction, Z-order, purge) by engines other than tablekeeper inside the
+    /// watch window, newest first (at most 10): only one engine may rewrite a table.
+    pub recent_foreign_rewrites: Vec<ForeignCommit>,
+    /// Time of the oldest deletion whose rows storage still holds (see [`crate::probe::erasure`]);
+    /// `None` when every deleted row is physically gone.
+    pub erasure_pending_since: Option<DateTime<Utc>>,
+    /// The version of that deletion, when its commit is still on disk.
+    pub erasure_pending_version: Option<i64>,
+    /// When the last file holding deleted rows left the table (a purge, or a copy-on-write
+    /// delete): VACUUM may delete every such file once this is older than the retention.
+    pub erasure_last_removal_at: Option<DateTime<Utc>>,
+    /// Commit time of the newest commit still in the log that removed a file named by
+    /// absolute path (a clone compacted, its source's files replaced by its own): versions
+    /// before it still need the other table's files, so the table counts as a referrer while
+    /// such a version can be inside its own VACUUM window ([`Probe::references_others`]).
+    pub last_external_remove_at: Option<DateTime<Utc>>,
+}
+
 /// A table's state as read from its log.
 /// `Deserialize` lets callers keep probes (and tests build them) as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,11 +204,9 @@ pub struct Probe {
     /// Latest version.
     pub version: i64,
     pub probed_at: DateTime<Utc>,
-    /// Timestamp of commit 0, or of the oldest commit still on disk (see `history_from_version`).
-    pub created_at: Option<DateTime<Utc>>,
-    /// Oldest JSON commit still on disk; history fields cover only what follows it.
-    pub history_from_version: Option<i64>,
-    pub last_commit_at: Option<DateTime<Utc>>,
+    /// What the history read found (flattened: the same keys at the top level of the JSON).
+    #[serde(flatten)]
+    pub history: ProbeHistory,
     /// Active data files.
     pub files: u64,
     pub size_bytes: u64,
@@ -176,16 +220,6 @@ pub struct Probe {
     pub last_checkpoint_version: Option<i64>,
     /// When `_last_checkpoint` was last written.
     pub last_checkpoint_at: Option<DateTime<Utc>>,
-    /// Commits whose timestamp falls in the hour before the probe.
-    pub commits_per_hour: u64,
-    /// Newest OPTIMIZE (compaction or Z-order), by anyone.
-    pub last_optimize_at: Option<DateTime<Utc>>,
-    /// Newest OPTIMIZE with a non-empty `operationParameters.zOrderBy`.
-    pub last_zorder_at: Option<DateTime<Utc>>,
-    /// Its version: pass it as `ZorderOptions::since_version`.
-    pub last_zorder_version: Option<i64>,
-    /// Newest `VACUUM START` or `VACUUM END`.
-    pub last_vacuum_at: Option<DateTime<Utc>>,
     pub properties: HashMap<String, String>,
     pub min_reader_version: i32,
     pub min_writer_version: i32,
@@ -193,17 +227,6 @@ pub struct Probe {
     pub writer_features: Vec<String>,
     pub partition_columns: Vec<String>,
     pub deletion_vectors_enabled: bool,
-    /// Stale writes found in the watch window: pending ones until repaired, repaired ones
-    /// until the window passes (see [`crate::watch::stale`]).
-    #[serde(default)]
-    pub stale_writes: Vec<StaleWrite>,
-    /// Full overwrites by other writers inside the watch window, newest first (at most 10).
-    #[serde(default)]
-    pub recent_overwrites: Vec<ForeignCommit>,
-    /// Rewrites (compaction, Z-order, purge) by engines other than tablekeeper inside the
-    /// watch window, newest first (at most 10): only one engine may rewrite a table.
-    #[serde(default)]
-    pub recent_foreign_rewrites: Vec<ForeignCommit>,
     /// Active files carrying a deletion vector.
     #[serde(default)]
     pub files_with_deletion_vectors: u64,
@@ -213,27 +236,10 @@ pub struct Probe {
     /// Rows marked deleted by deletion vectors but still inside active files.
     #[serde(default)]
     pub deleted_rows: u64,
-    /// Time of the oldest deletion whose rows storage still holds (see [`crate::probe::erasure`]);
-    /// `None` when every deleted row is physically gone.
-    #[serde(default)]
-    pub erasure_pending_since: Option<DateTime<Utc>>,
-    /// The version of that deletion, when its commit is still on disk.
-    #[serde(default)]
-    pub erasure_pending_version: Option<i64>,
-    /// When the last file holding deleted rows left the table (a purge, or a copy-on-write
-    /// delete): VACUUM may delete every such file once this is older than the retention.
-    #[serde(default)]
-    pub erasure_last_removal_at: Option<DateTime<Utc>>,
     /// Active files the log names by absolute path, outside the table's root (a shallow
     /// clone's files in its source): VACUUM of the other table must keep them.
     #[serde(default)]
     pub external_files: u64,
-    /// Commit time of the newest commit still in the log that removed a file named by
-    /// absolute path (a clone compacted, its source's files replaced by its own): versions
-    /// before it still need the other table's files, so the table counts as a referrer while
-    /// such a version can be inside its own VACUUM window ([`Probe::references_others`]).
-    #[serde(default)]
-    pub last_external_remove_at: Option<DateTime<Utc>>,
     /// The last restore drill: whether every version owed still restores, and what keeping
     /// them costs; `None` before the first one.
     #[serde(default)]
@@ -244,10 +250,8 @@ pub struct Probe {
     #[serde(default)]
     pub damage_check_pending: bool,
     /// The table's first history read (every JSON commit of its log) still runs beside the
-    /// probes ([`ProbeOptions::first_sight_beside`]): the history fields (`created_at`,
-    /// `history_from_version`, `last_commit_at`, `commits_per_hour`, `last_*_at`,
-    /// `last_zorder_version`, `stale_writes`, `recent_*`, `erasure_*`,
-    /// `last_external_remove_at`) are not known yet and read empty, and no restore drill ran.
+    /// probes ([`ProbeOptions::first_sight_beside`]): the history ([`ProbeHistory`]) is not
+    /// known yet and reads empty, and no restore drill ran.
     /// The file figures, protocol and checkpoint are complete. The first probe after the read
     /// ends fills the history.
     #[serde(default)]
@@ -264,7 +268,7 @@ impl Probe {
             return true;
         }
         let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
-        self.last_external_remove_at.is_some_and(|removed| {
+        self.history.last_external_remove_at.is_some_and(|removed| {
             removed
                 .checked_add_signed(window)
                 .is_none_or(|end| end > now)
@@ -281,21 +285,7 @@ impl Probe {
         if !self.history_pending || known.table != self.table {
             return;
         }
-        self.created_at = known.created_at;
-        self.history_from_version = known.history_from_version;
-        self.last_commit_at = known.last_commit_at;
-        self.commits_per_hour = known.commits_per_hour;
-        self.last_optimize_at = known.last_optimize_at;
-        self.last_zorder_at = known.last_zorder_at;
-        self.last_zorder_version = known.last_zorder_version;
-        self.last_vacuum_at = known.last_vacuum_at;
-        self.stale_writes = known.stale_writes.clone();
-        self.recent_overwrites = known.recent_overwrites.clone();
-        self.recent_foreign_rewrites = known.recent_foreign_rewrites.clone();
-        self.erasure_pending_since = known.erasure_pending_since;
-        self.erasure_pending_version = known.erasure_pending_version;
-        self.erasure_last_removal_at = known.erasure_last_removal_at;
-        self.last_external_remove_at = known.last_external_remove_at;
+        self.history = known.history.clone();
         if self.restore_drill.is_none() {
             self.restore_drill = known.restore_drill.clone();
         }
@@ -303,7 +293,7 @@ impl Probe {
 
     /// Stale writes not repaired yet.
     pub fn pending_stale_writes(&self) -> impl Iterator<Item = &StaleWrite> {
-        self.stale_writes.iter().filter(|w| w.pending())
+        self.history.stale_writes.iter().filter(|w| w.pending())
     }
 
     /// The protocol facts, for [`crate::check_maintainable`].
@@ -1061,9 +1051,35 @@ async fn probe_live(
         table: uri.to_owned(),
         version: to_i64(version),
         probed_at,
-        created_at: at(history.first),
-        history_from_version: history_from.map(to_i64),
-        last_commit_at: at(history.last_commit),
+        history: ProbeHistory {
+            created_at: at(history.first),
+            history_from_version: history_from.map(to_i64),
+            last_commit_at: at(history.last_commit),
+            commits_per_hour,
+            last_optimize_at: at(history.last_optimize),
+            last_zorder_at: at(history.last_zorder),
+            last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
+            last_vacuum_at: at(history.last_vacuum),
+            stale_writes: history.stale.summaries(),
+            recent_overwrites: history
+                .overwrites
+                .iter()
+                .rev()
+                .take(LISTED_OVERWRITES)
+                .cloned()
+                .collect(),
+            recent_foreign_rewrites: history
+                .foreign_rewrites
+                .iter()
+                .rev()
+                .take(LISTED_OVERWRITES)
+                .cloned()
+                .collect(),
+            erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
+            erasure_pending_version: erasure.pending_version.map(to_i64),
+            erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
+            last_external_remove_at: at(history.last_external_remove),
+        },
         files: count,
         size_bytes: size,
         small_files: small,
@@ -1072,11 +1088,6 @@ async fn probe_live(
         commits_since_checkpoint: commits_since(version, checkpoint),
         last_checkpoint_version: checkpoint.map(|cp| to_i64(cp.version)),
         last_checkpoint_at: checkpoint.and_then(|cp| millis_to_time(cp.written_at_ms)),
-        commits_per_hour,
-        last_optimize_at: at(history.last_optimize),
-        last_zorder_at: at(history.last_zorder),
-        last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
-        last_vacuum_at: at(history.last_vacuum),
         deletion_vectors_enabled: protocol.deletion_vectors_enabled(),
         properties: protocol.properties,
         min_reader_version: protocol.min_reader_version,
@@ -1084,29 +1095,10 @@ async fn probe_live(
         reader_features: protocol.reader_features,
         writer_features: protocol.writer_features,
         partition_columns: protocol.partition_columns,
-        stale_writes: history.stale.summaries(),
-        recent_overwrites: history
-            .overwrites
-            .iter()
-            .rev()
-            .take(LISTED_OVERWRITES)
-            .cloned()
-            .collect(),
-        recent_foreign_rewrites: history
-            .foreign_rewrites
-            .iter()
-            .rev()
-            .take(LISTED_OVERWRITES)
-            .cloned()
-            .collect(),
         files_with_deletion_vectors: dv_files,
         rows_in_files_with_deletion_vectors: dv_rows,
         deleted_rows,
-        erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
-        erasure_pending_version: erasure.pending_version.map(to_i64),
-        erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
         external_files,
-        last_external_remove_at: at(history.last_external_remove),
         restore_drill,
         damage_check_pending,
         history_pending,
@@ -1346,6 +1338,41 @@ mod tests {
     }
 
     #[test]
+    fn the_history_reads_and_writes_as_top_level_keys_of_the_probe() {
+        let probe = probe_of(
+            "t",
+            serde_json::json!({"created_at": "2026-01-01T00:00:00Z", "commits_per_hour": 3,
+                "last_external_remove_at": "2026-12-01T00:00:00Z"}),
+        );
+        assert_eq!(probe.history.commits_per_hour, 3);
+        let json = serde_json::to_value(&probe).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for key in [
+            "created_at",
+            "commits_per_hour",
+            "stale_writes",
+            "last_external_remove_at",
+        ] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+        assert!(
+            !keys.contains(&"history"),
+            "no nested history object: {keys:?}"
+        );
+        let again: Probe = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            json,
+            "a stored probe reads back whole"
+        );
+    }
+
+    #[test]
     fn a_pending_history_takes_the_last_complete_one_and_nothing_else() {
         let known = probe_of(
             "t",
@@ -1360,9 +1387,12 @@ mod tests {
             pending.history_pending,
             "still pending: the scheduler holds on it"
         );
-        assert_eq!(pending.created_at, known.created_at);
-        assert_eq!(pending.last_zorder_version, Some(4));
-        assert_eq!(pending.recent_overwrites, known.recent_overwrites);
+        assert_eq!(pending.history.created_at, known.history.created_at);
+        assert_eq!(pending.history.last_zorder_version, Some(4));
+        assert_eq!(
+            pending.history.recent_overwrites,
+            known.history.recent_overwrites
+        );
         assert_eq!(
             (pending.version, pending.files),
             (7, 3),
@@ -1372,15 +1402,18 @@ mod tests {
         // the next probe, its read still running, keeps the same history from the pending one
         let mut still_pending = probe_of("t", serde_json::json!({"history_pending": true}));
         still_pending.fill_history_from(&pending);
-        assert_eq!(still_pending.created_at, known.created_at);
-        assert_eq!(still_pending.last_zorder_version, Some(4));
-        assert_eq!(still_pending.recent_overwrites, known.recent_overwrites);
+        assert_eq!(still_pending.history.created_at, known.history.created_at);
+        assert_eq!(still_pending.history.last_zorder_version, Some(4));
+        assert_eq!(
+            still_pending.history.recent_overwrites,
+            known.history.recent_overwrites
+        );
 
         // a complete probe keeps its own history; another table's gives none, nor does a
         // pending probe that never took one
         let mut complete = probe_of("t", serde_json::json!({}));
         complete.fill_history_from(&known);
-        assert_eq!(complete.created_at, None);
+        assert_eq!(complete.history.created_at, None);
         for other in [
             probe_of(
                 "u",
@@ -1390,7 +1423,7 @@ mod tests {
         ] {
             let mut pending = probe_of("t", serde_json::json!({"history_pending": true}));
             pending.fill_history_from(&other);
-            assert_eq!(pending.created_at, None);
+            assert_eq!(pending.history.created_at, None);
         }
     }
 

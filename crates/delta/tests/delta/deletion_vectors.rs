@@ -214,7 +214,7 @@ async fn purge_then_vacuum_leaves_no_deleted_row_on_storage() {
     assert_eq!(soft.deleted_rows, 4);
     assert_eq!(soft.files_with_deletion_vectors, 2);
     assert_eq!(soft.rows_in_files_with_deletion_vectors, 210);
-    assert!(soft.erasure_pending_since.is_some(), "{soft:?}");
+    assert!(soft.history.erasure_pending_since.is_some(), "{soft:?}");
 
     // a dry run changes nothing
     let dry = optimize(
@@ -241,10 +241,10 @@ async fn purge_then_vacuum_leaves_no_deleted_row_on_storage() {
     assert_eq!(after_purge.files_with_deletion_vectors, 0);
     assert_eq!(after_purge.deleted_rows, 0);
     assert!(
-        after_purge.erasure_pending_since.is_some(),
+        after_purge.history.erasure_pending_since.is_some(),
         "the purged files still hold the rows until VACUUM: {after_purge:?}"
     );
-    assert!(after_purge.erasure_last_removal_at.is_some());
+    assert!(after_purge.history.erasure_last_removal_at.is_some());
     // idempotent
     let again = purge(&t.uri).await.expect("second purge");
     assert!(
@@ -268,7 +268,7 @@ async fn purge_then_vacuum_leaves_no_deleted_row_on_storage() {
     );
     assert_eq!(both_readers(&t.uri).await, before, "rows after vacuum");
     let erased = probe(&t.uri).await;
-    assert_eq!(erased.erasure_pending_since, None, "{erased:?}");
+    assert_eq!(erased.history.erasure_pending_since, None, "{erased:?}");
     assert_eq!(erased.deleted_rows, 0);
 }
 
@@ -447,7 +447,11 @@ async fn databricks_deletion_vector_tables_are_maintained_and_erased() {
             python_rows(&uri, None).expect("python"),
             "{name}: storage holds rows the table no longer has"
         );
-        assert_eq!(probe(&uri).await.erasure_pending_since, None, "{name}");
+        assert_eq!(
+            probe(&uri).await.history.erasure_pending_since,
+            None,
+            "{name}"
+        );
     }
 }
 
@@ -589,7 +593,12 @@ async fn a_deletion_vector_delete_planned_before_a_compaction_is_found_and_repai
     assert_eq!(t.rows().await.len(), 49);
 
     let p = probe(&t.uri).await;
-    assert_eq!(p.pending_stale_writes().count(), 1, "{:?}", p.stale_writes);
+    assert_eq!(
+        p.pending_stale_writes().count(),
+        1,
+        "{:?}",
+        p.history.stale_writes
+    );
     let repaired = tablekeeper_delta::repair(
         &t.uri,
         &tablekeeper_delta::RepairOptions::default(),

@@ -294,7 +294,7 @@ async fn tablekeeper_commits_carry_increasing_in_commit_timestamps() {
         .await
         .expect("probe");
     assert_eq!(
-        probe.last_commit_at.map(|t| t.timestamp_millis()),
+        probe.history.last_commit_at.map(|t| t.timestamp_millis()),
         ours.last().copied(),
         "{probe:?}"
     );

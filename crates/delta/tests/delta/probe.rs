@@ -33,12 +33,14 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
         ]
     );
     assert_eq!(p.commits_since_checkpoint, 5);
-    assert_eq!(p.commits_per_hour, 5);
-    assert_eq!(p.history_from_version, Some(0));
-    assert!(p.created_at.is_some() && p.last_commit_at >= p.created_at);
+    assert_eq!(p.history.commits_per_hour, 5);
+    assert_eq!(p.history.history_from_version, Some(0));
+    assert!(p.history.created_at.is_some() && p.history.last_commit_at >= p.history.created_at);
     assert_eq!(p.partition_columns, vec!["event_date".to_owned()]);
     assert!(
-        p.last_optimize_at.is_none() && p.last_zorder_at.is_none() && p.last_vacuum_at.is_none()
+        p.history.last_optimize_at.is_none()
+            && p.history.last_zorder_at.is_none()
+            && p.history.last_vacuum_at.is_none()
     );
     assert!(p.last_checkpoint_at.is_none());
     assert!(!p.deletion_vectors_enabled);
@@ -115,14 +117,14 @@ async fn probe_reads_files_partitions_and_maintenance_history_from_the_log() {
         p.files, 2,
         "one file per partition after compaction and z-order"
     );
-    assert!(p.last_optimize_at.is_some());
-    assert!(p.last_zorder_at.is_some());
-    assert_eq!(p.last_zorder_version, z.version_after);
-    assert!(p.last_vacuum_at.is_some());
+    assert!(p.history.last_optimize_at.is_some());
+    assert!(p.history.last_zorder_at.is_some());
+    assert_eq!(p.history.last_zorder_version, z.version_after);
+    assert!(p.history.last_vacuum_at.is_some());
     assert!(p.last_checkpoint_at.is_some());
     assert_eq!(p.last_checkpoint_version, Some(version));
     assert_eq!(p.commits_since_checkpoint, 0);
-    assert_eq!(p.commits_per_hour as i64, version + 1);
+    assert_eq!(p.history.commits_per_hour as i64, version + 1);
 }
 
 #[tokio::test]
@@ -137,7 +139,7 @@ async fn a_re_probe_reads_only_new_commits() {
     let prober = Prober::new();
     let options = ProbeOptions::for_target(TARGET);
     let first = prober.probe(&t.uri, &options).await.expect("probe");
-    assert_eq!(first.history_from_version, Some(0));
+    assert_eq!(first.history.history_from_version, Some(0));
 
     // log cleanup removes the oldest commits behind the prober's back
     for v in 0..2u64 {
@@ -148,17 +150,20 @@ async fn a_re_probe_reads_only_new_commits() {
     let again = prober.probe(&t.uri, &options).await.expect("re-probe");
     assert_eq!(again.version, first.version + 1);
     assert_eq!(again.files, first.files + 1);
-    assert_eq!(again.commits_per_hour, first.commits_per_hour + 1);
+    assert_eq!(
+        again.history.commits_per_hour,
+        first.history.commits_per_hour + 1
+    );
     assert_eq!(again.commits_since_checkpoint, 1);
     // the tracked history was not re-read from disk
-    assert_eq!(again.created_at, first.created_at);
-    assert_eq!(again.history_from_version, Some(0));
+    assert_eq!(again.history.created_at, first.history.created_at);
+    assert_eq!(again.history.history_from_version, Some(0));
 
     let fresh = Prober::new()
         .probe(&t.uri, &options)
         .await
         .expect("fresh probe");
-    assert_eq!(fresh.history_from_version, Some(2));
+    assert_eq!(fresh.history.history_from_version, Some(2));
     assert_eq!(fresh.version, again.version);
     assert_eq!(fresh.files, again.files);
 }
@@ -198,13 +203,17 @@ async fn past_the_snapshot_cap_the_smallest_tables_are_reopened_and_keep_their_h
         assert_eq!(again.version, before.version + 1, "{}", t.uri);
         assert_eq!(again.files, before.files + 1, "{}", t.uri);
         assert_eq!(
-            again.commits_per_hour,
-            before.commits_per_hour + 1,
+            again.history.commits_per_hour,
+            before.history.commits_per_hour + 1,
             "{}",
             t.uri
         );
-        assert_eq!(again.created_at, before.created_at, "{}", t.uri);
-        assert_eq!(again.history_from_version, Some(0), "{}", t.uri);
+        assert_eq!(
+            again.history.created_at, before.history.created_at,
+            "{}",
+            t.uri
+        );
+        assert_eq!(again.history.history_from_version, Some(0), "{}", t.uri);
     }
     assert_eq!(prober.loaded_snapshots(), 2);
     prober.forget(&tables[3].uri);
@@ -331,7 +340,7 @@ async fn a_re_probe_applying_other_engines_commits_matches_a_fresh_load() {
                     p.deleted_rows,
                     p.external_files,
                     p.partition_columns.clone(),
-                    p.erasure_pending_version,
+                    p.history.erasure_pending_version,
                 )
             };
             assert_eq!(
@@ -424,7 +433,9 @@ async fn a_history_read_beside_the_first_probe_ends_in_what_a_waiting_probe_read
         .await
         .expect("a probe that waits for the history");
     assert!(!complete.history_pending);
-    assert!(complete.created_at.is_some() && complete.last_zorder_version.is_some());
+    assert!(
+        complete.history.created_at.is_some() && complete.history.last_zorder_version.is_some()
+    );
 
     let prober = Prober::new();
     let first = prober.probe(&t.uri, &beside).await.expect("first probe");
@@ -446,14 +457,17 @@ async fn a_history_read_beside_the_first_probe_ends_in_what_a_waiting_probe_read
     );
     assert_eq!(
         (
-            first.created_at,
-            first.last_commit_at,
-            first.history_from_version
+            first.history.created_at,
+            first.history.last_commit_at,
+            first.history.history_from_version
         ),
         (None, None, None),
         "nothing of the history is reported before it is read"
     );
-    assert_eq!((first.last_zorder_at, first.commits_per_hour), (None, 0));
+    assert_eq!(
+        (first.history.last_zorder_at, first.history.commits_per_hour),
+        (None, 0)
+    );
     assert!(first.restore_drill.is_none());
 
     let settled_probe = probe_until_settled(&prober, &t.uri, &beside).await;

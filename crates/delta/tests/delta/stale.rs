@@ -110,8 +110,13 @@ async fn an_overwrite_planned_before_a_compaction_is_found_and_repaired() {
     assert_eq!(t.rows().await.len(), 105);
 
     let p = probe(&t).await;
-    assert_eq!(p.stale_writes.len(), 1, "{:?}", p.stale_writes);
-    let w = &p.stale_writes[0];
+    assert_eq!(
+        p.history.stale_writes.len(),
+        1,
+        "{:?}",
+        p.history.stale_writes
+    );
+    let w = &p.history.stale_writes[0];
     assert!(w.pending());
     assert_eq!(w.files, 10);
     assert_eq!(
@@ -145,7 +150,7 @@ async fn an_overwrite_planned_before_a_compaction_is_found_and_repaired() {
     )
     .await;
     let p = probe(&t).await;
-    assert_eq!(p.stale_writes[0].repaired_by, Some(done.commits[0]));
+    assert_eq!(p.history.stale_writes[0].repaired_by, Some(done.commits[0]));
     assert!(p.pending_stale_writes().next().is_none());
     // nothing left to do
     let again = run_repair(&t, false).await;
@@ -370,7 +375,7 @@ async fn the_stale_rewrite(
 ) -> tablekeeper_delta::StaleWrite {
     let p = probe(t).await;
     let pending: Vec<_> = p.pending_stale_writes().cloned().collect();
-    assert_eq!(pending.len(), 1, "{:?}", p.stale_writes);
+    assert_eq!(pending.len(), 1, "{:?}", p.history.stale_writes);
     let w = pending.into_iter().next().expect("one");
     assert_eq!(w.kind, Some(StaleKind::Rewrite), "{w:?}");
     assert!(
@@ -424,7 +429,7 @@ async fn another_engines_compaction_from_before_a_compaction_is_found_and_undone
     assert_eq!(done.commits.len(), 1, "{done:?}");
     assert_rows(&t, &(0..100).collect::<Vec<_>>(), "every row once").await;
     let p = probe(&t).await;
-    assert_eq!(p.stale_writes[0].repaired_by, Some(done.commits[0]));
+    assert_eq!(p.history.stale_writes[0].repaired_by, Some(done.commits[0]));
     assert!(p.pending_stale_writes().next().is_none());
 }
 
@@ -606,14 +611,18 @@ async fn another_engines_compaction_from_a_fresh_snapshot_is_reported_not_stale(
     let latest = t.version().await;
     python_compaction_from(&t, latest); // no race: it sees tablekeeper's compaction
     let p = probe(&t).await;
-    assert!(p.stale_writes.is_empty(), "{:?}", p.stale_writes);
+    assert!(
+        p.history.stale_writes.is_empty(),
+        "{:?}",
+        p.history.stale_writes
+    );
     assert_eq!(
-        p.recent_foreign_rewrites.len(),
+        p.history.recent_foreign_rewrites.len(),
         1,
         "{:?}",
-        p.recent_foreign_rewrites
+        p.history.recent_foreign_rewrites
     );
-    let foreign = &p.recent_foreign_rewrites[0];
+    let foreign = &p.history.recent_foreign_rewrites[0];
     assert_eq!(foreign.version, i64::try_from(latest + 1).expect("version"));
     assert_eq!(foreign.operation.as_deref(), Some("OPTIMIZE"));
     assert!(

@@ -53,12 +53,12 @@ async fn zorder_rewrites_all_partitions_then_only_those_with_new_data() {
         .probe(&t.uri, &ProbeOptions::for_target(TARGET))
         .await
         .expect("probe");
-    assert_eq!(probe.last_zorder_version, first.version_after);
+    assert_eq!(probe.history.last_zorder_version, first.version_after);
 
     // nothing new since the last z-order
     let idle = optimize(
         &t.uri,
-        Optimize::ZOrder(&options(&["event_type"], probe.last_zorder_version)),
+        Optimize::ZOrder(&options(&["event_type"], probe.history.last_zorder_version)),
         &cancel,
     )
     .await
@@ -72,7 +72,7 @@ async fn zorder_rewrites_all_partitions_then_only_those_with_new_data() {
     let rows_before = t.rows().await;
     let scoped = optimize(
         &t.uri,
-        Optimize::ZOrder(&options(&["event_type"], probe.last_zorder_version)),
+        Optimize::ZOrder(&options(&["event_type"], probe.history.last_zorder_version)),
         &cancel,
     )
     .await

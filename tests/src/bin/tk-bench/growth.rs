@@ -169,6 +169,7 @@ pub async fn bench_growth(args: &Args) -> Result<Value> {
         let since_version = zorder_prober
             .probe(&z_scoped, &probe_options)
             .await?
+            .history
             .last_zorder_version;
         let scoped_figures = run_zorder(&z_scoped, &spec, since_version, &cancel).await?;
         let unscoped_figures = run_zorder(&z_whole, &spec, None, &cancel).await?;
