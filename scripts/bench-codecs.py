@@ -7,7 +7,10 @@ that codec, and, given `--tablekeeper BIN`, with `tablekeeper maintain --operati
 under the inventory's `layout.compression` of the same codec and level, and, given `--floor
 TK_BENCH`, with `tk-bench floor` (arrow-rs alone decoding each partition and encoding it into
 one file under that codec, on every core: no Delta log, no guard; the physical limit of a
-decoded rewrite with the Parquet library both engines use). Prints one JSON
+decoded rewrite with the Parquet library both engines use), once with a dictionary on every
+column as python deltalake writes, and once with `id` and `payload` plain, the encoding
+tablekeeper chooses for this table's two columns of unique values (each tablekeeper result
+names the columns its files hold without a dictionary, read by pyarrow). Prints one JSON
 object: per codec and engine the wall time, the output bytes and the rows read back (python
 deltalake reads every Delta output, pyarrow the floor's files; a row count that differs from
 the input's fails the run).
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -90,6 +94,21 @@ def delta_read_back(uri):
     return table.to_pyarrow_table().num_rows, sum(actions.column("size_bytes").to_pylist())
 
 
+def plain_columns(uri):
+    """The columns of the table's active files that no file holds with a dictionary page."""
+    table = DeltaTable(uri)
+    seen, dictionary = set(), set()
+    for path in pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist():
+        meta = pq.ParquetFile(os.path.join(uri, urllib.parse.unquote(path))).metadata
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                chunk = meta.row_group(g).column(c)
+                seen.add(chunk.path_in_schema)
+                if chunk.has_dictionary_page:
+                    dictionary.add(chunk.path_in_schema)
+    return sorted(seen - dictionary)
+
+
 def floor_read_back(copy):
     """Rows pyarrow reads from the files `tk-bench floor` wrote, and their bytes."""
     floor = os.path.join(copy, "_floor")
@@ -131,10 +150,10 @@ def tablekeeper_compact(tablekeeper, copy, codec, level):
     return seconds, json.loads(out.stdout)["report"]["files_added"]
 
 
-def floor_rewrite(tk_bench, copy, codec, level):
+def floor_rewrite(tk_bench, copy, codec, level, plain=None):
     name = codec.lower() if level is None else f"{codec.lower()}({level})"
     out = subprocess.run(
-        [tk_bench, "floor", "--dir", copy, "--codec", name],
+        [tk_bench, "floor", "--dir", copy, "--codec", name] + (["--plain", plain] if plain else []),
         check=True, capture_output=True, text=True,
     )
     figures = json.loads(out.stdout)
@@ -174,6 +193,11 @@ def main():
             ("arrow-rs floor", lambda copy, c, l: floor_rewrite(tk_bench, copy, c, l),
              floor_read_back)
         )
+        engines.append(
+            ("arrow-rs floor, id and payload plain",
+             lambda copy, c, l: floor_rewrite(tk_bench, copy, c, l, "id,payload"),
+             floor_read_back)
+        )
     results = []
     for codec, level in CODECS:
         name = codec.lower() if level is None else f"{codec.lower()}({level})"
@@ -185,16 +209,17 @@ def main():
             read, written = read_back(copy)
             if read != expected:
                 raise SystemExit(f"{engine} {name}: {read} rows read back, the table held {expected}")
-            results.append(
-                {
-                    "codec": name,
-                    "engine": engine,
-                    "seconds": seconds,
-                    "output_bytes": written,
-                    "files_added": files_added,
-                    "cold_cache": cold,
-                }
-            )
+            result = {
+                "codec": name,
+                "engine": engine,
+                "seconds": seconds,
+                "output_bytes": written,
+                "files_added": files_added,
+                "cold_cache": cold,
+            }
+            if engine == "tablekeeper":
+                result["plain_columns"] = plain_columns(copy)
+            results.append(result)
             shutil.rmtree(copy)
     print(
         json.dumps(

@@ -493,18 +493,22 @@ codecs = load("codecs.json")
 if codecs:
     by = {(c["codec"], c["engine"]): c for c in codecs["codecs"]}
     names = list(dict.fromkeys(c["codec"] for c in codecs["codecs"]))
-    print(f"| decoded compaction, {codecs['input_files']} files / {codecs['input_bytes'] / 1e6:.1f} MB, output codec | python deltalake | tablekeeper maintain | arrow-rs floor | output, python / tablekeeper / floor |")
-    print("|---|---|---|---|---|")
+    floors = ("arrow-rs floor", "arrow-rs floor, id and payload plain")
+    print(f"| decoded compaction, {codecs['input_files']} files / {codecs['input_bytes'] / 1e6:.1f} MB, output codec | python deltalake | tablekeeper maintain | arrow-rs floor | floor, id and payload plain | output, python / tablekeeper / floor / floor plain |")
+    print("|---|---|---|---|---|---|")
     for name in names:
         py = by.get((name, "python deltalake"))
         cells, sizes = [f"{py['seconds']:.2f} s"], [f"{py['output_bytes'] / 1e6:.1f}"]
-        for engine in ("tablekeeper", "arrow-rs floor"):
+        for engine in ("tablekeeper",) + floors:
             c = by.get((name, engine))
             cells.append(f"{c['seconds']:.2f} s ({c['seconds'] / py['seconds']:.2f}x)" if c else "-")
             sizes.append(f"{c['output_bytes'] / 1e6:.1f}" if c else "-")
         print(f"| {name} | {' | '.join(cells)} | {' / '.join(sizes)} MB |")
     py4 = by.get(("zstd(4)", "python deltalake"))
-    for engine, key in (("tablekeeper", "tablekeeper"), ("arrow-rs floor", "floor")):
+    tk4 = by.get(("zstd(4)", "tablekeeper"))
+    if tk4 and "plain_columns" in tk4:
+        print(f"tablekeeper's zstd(4) files hold without a dictionary: {', '.join(tk4['plain_columns']) or 'no column'}")
+    for engine, key in (("tablekeeper", "tablekeeper"), ("arrow-rs floor", "floor"), (floors[1], "floor_plain")):
         c = by.get(("zstd(4)", engine))
         if py4 and c:
             summary[f"codecs_zstd4_{key}_to_python"] = c["seconds"] / py4["seconds"]

@@ -4,7 +4,9 @@
 //! Reads every Parquet file of each `col=value` partition directory of `--dir` with arrow-rs's
 //! reader (batches of 8,192 rows) and writes one file per partition with arrow-rs's
 //! `ArrowWriter` under the encoding a rewrite writes (the `--codec`, default `zstd(4)`, and
-//! row groups of at most 64 MiB), partitions side by side on every core. No Delta log is read
+//! row groups of at most 64 MiB; the columns named by `--plain` without a dictionary, as
+//! tablekeeper writes a table's columns of unique values, every other column with one),
+//! partitions side by side on every core. No Delta log is read
 //! or written, nothing is guarded and no row is checked beyond counting: it is the decode and
 //! encode a compaction cannot avoid, measured with the same arrow-rs release tablekeeper
 //! links. Output goes to `<dir>/_floor/` (removed first). The table must be append-only, so
@@ -22,6 +24,7 @@ use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::arrow::ArrowWriter;
 use deltalake::parquet::basic::Compression;
 use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
 use serde_json::json;
 
 use crate::util::{fresh_dir, secs};
@@ -52,9 +55,17 @@ pub async fn bench_floor(args: &Args) -> Result<serde_json::Value> {
         .map(usize::from)
         .unwrap_or(1)
         .min(partitions.len());
-    let properties = WriterProperties::builder()
-        .set_compression(compression)
-        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+    let properties = args
+        .plain
+        .iter()
+        .fold(
+            WriterProperties::builder()
+                .set_compression(compression)
+                .set_max_row_group_bytes(Some(ROW_GROUP_BYTES)),
+            |builder, column| {
+                builder.set_column_dictionary_enabled(ColumnPath::from(column.as_str()), false)
+            },
+        )
         .build();
     eprintln!(
         "floor: {input_files} files in {} partitions, {codec}, {threads} threads",
@@ -73,6 +84,7 @@ pub async fn bench_floor(args: &Args) -> Result<serde_json::Value> {
     Ok(json!({
         "build": build_profile(),
         "codec": codec,
+        "plain": args.plain,
         "threads": threads,
         "input_files": input_files,
         "rows": rows,

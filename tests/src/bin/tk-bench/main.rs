@@ -33,7 +33,7 @@ const USAGE: &str = "usage:
   tk-bench jobs    [--smoke] [--jobs N] [--out FILE]
   tk-bench compact [--smoke] --dir DIR [--rows-per-file N] [--zorder] [--out FILE]
   tk-bench partition [--smoke] --dir DIR [--rows-per-row-group N] [--out FILE]
-  tk-bench floor   --dir TABLE [--codec CODEC] [--out FILE]
+  tk-bench floor   --dir TABLE [--codec CODEC] [--plain COLUMN,...] [--out FILE]
   tk-bench growth  [--smoke] --dir DIR [--days N] [--out FILE]
   tk-bench probe   [--smoke] --dir DIR [--out FILE]
   tk-bench fleet   [--smoke] --dir DIR --tablekeeper BIN [--sizes N,N,...] [--replicas N] [--out FILE]
@@ -56,6 +56,9 @@ pub struct Args {
     replicas: Option<usize>,
     /// Output codec as arrow-rs parses it, e.g. `zstd(4)` (floor; default `zstd(4)`).
     codec: Option<String>,
+    /// Columns written without a dictionary (floor; default: none, every column dictionary-
+    /// encoded as python deltalake writes them).
+    plain: Vec<String>,
     dir: Option<PathBuf>,
     tablekeeper: Option<PathBuf>,
     out: Option<PathBuf>,
@@ -103,6 +106,12 @@ fn parse_args() -> Result<Args> {
             }
             "--codec" => {
                 args.codec = Some(it.next().context("--codec needs a codec, e.g. zstd(4)")?)
+            }
+            "--plain" => {
+                let value = it
+                    .next()
+                    .context("--plain needs column names, e.g. id,payload")?;
+                args.plain = value.split(',').map(|c| c.trim().to_owned()).collect();
             }
             "--dir" => args.dir = Some(it.next().context("--dir needs a path")?.into()),
             "--tablekeeper" => {
