@@ -97,7 +97,7 @@ CONTRACT_METRICS = {
 # Exported beside the contract (README, "Metrics"): rules may use them too.
 ADDITIVE_METRICS = {
     "tablekeeper_erasure_deadline_seconds",
-    "tablekeeper_table_min_average_file_size_bytes",
+    "tablekeeper_table_average_file_size_low",
     "tablekeeper_last_stale_write_timestamp_seconds",
     "tablekeeper_last_foreign_rewrite_timestamp_seconds",
 }

@@ -96,7 +96,6 @@ async fn a_healthy_table_has_only_the_series_rules_read_and_a_removed_table_none
     let m = daemon.metrics().await.unwrap();
     let expected: BTreeSet<String> = [
         r#"tablekeeper_table_info{owner="fault-suite",table="s.kept"}"#,
-        r#"tablekeeper_table_min_average_file_size_bytes{table="s.kept"}"#,
         r#"tablekeeper_staleness_seconds{operation="compact",table="s.kept"}"#,
         r#"tablekeeper_staleness_seconds{operation="vacuum",table="s.kept"}"#,
         r#"tablekeeper_staleness_seconds{operation="checkpoint",table="s.kept"}"#,

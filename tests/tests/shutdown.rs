@@ -96,3 +96,57 @@ async fn sigterm_during_a_slow_table_load_exits_cleanly_every_time() {
         );
     }
 }
+
+/// A pull request that adds a thousand tables reaches a replica as a reload; SIGTERM right
+/// after it starts the drain at once (within a second), and the added tables' first probes go
+/// to the ordinary probe rounds instead of holding up the replica's signals one probe after
+/// another. The tables are on moto's S3 server, at paths that hold no table, so each probe
+/// costs a round trip and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_starts_the_drain_at_once_after_a_reload_that_adds_a_thousand_tables() {
+    S3Server::shared().expect("moto S3 server");
+    let run = uuid::Uuid::new_v4();
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.yaml");
+    let table = |i: usize| {
+        format!("  - name: s3.added{i}\n    path: \"s3://tablekeeper/absent-{run}-{i}\"\n    owner: o\n")
+    };
+    let defaults = "defaults:\n  compaction: { schedule: \"0 0 1 1 *\" }\n  vacuum: { enabled: false }\n  checkpoint: { enabled: false }\ntables:\n";
+    std::fs::write(&inventory, format!("{defaults}{}", table(0))).unwrap();
+    let mut daemon = Daemon::start(
+        "reload",
+        dir.path(),
+        &[
+            (
+                "TABLEKEEPER_DATABASE_URL",
+                format!("sqlite://{}", dir.path().join("store.db").display()),
+            ),
+            ("TABLEKEEPER_INVENTORY", inventory.display().to_string()),
+            ("TABLEKEEPER_SHUTDOWN_GRACE", "5s".into()),
+        ],
+    )
+    .unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+
+    let thousand: String = (0..1000).map(table).collect();
+    std::fs::write(&inventory, format!("{defaults}{thousand}")).unwrap();
+    daemon.signal("HUP").unwrap();
+    tablekeeper_tests::wait_for(Duration::from_secs(60), "the reload", || {
+        daemon.log().contains("inventory reloaded").then_some(())
+    })
+    .unwrap();
+    daemon.signal("TERM").unwrap();
+    let signalled = std::time::Instant::now();
+    tablekeeper_tests::wait_for(Duration::from_secs(120), "the drain", || {
+        daemon.log().contains("shutting down").then_some(())
+    })
+    .unwrap();
+    let answered = signalled.elapsed();
+    let code = daemon.wait_exit(Duration::from_secs(90)).unwrap();
+    let log = daemon.log();
+    assert!(
+        answered < Duration::from_secs(1),
+        "SIGTERM answered after {answered:?}; log:\n{log}"
+    );
+    assert_eq!(code, Some(0), "exit {code:?}; log:\n{log}");
+}

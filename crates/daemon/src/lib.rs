@@ -1,34 +1,27 @@
 //! tablekeeper: keeps a fleet of Delta Lake tables maintained. This crate is the binary's
-//! body: CLI, daemon configuration, planner, scheduler, workers, metrics and HTTP. The
-//! library crates do the rest: `tablekeeper-inventory` (what to maintain),
-//! `tablekeeper-store` (the job table), `tablekeeper-delta` (how to maintain a table).
+//! body, one folder per concern, arrows pointing down the list: `commands/` (one per
+//! subcommand), `replica/` (a running daemon: assembly, signals, reloads, drain, background
+//! loops), `http/`, `schedule/` (cron ticks, probe rounds, what a probe's findings queue),
+//! `jobs/` (the worker pool, attempts, the executor, split jobs and their tasks), `shared.rs`
+//! (what a replica's parts share), `metrics/`, `fleet/` (what the replica knows about the
+//! tables), `policy/` (the rules, pure), and the leaves `config.rs`, `delta_runtime.rs`,
+//! `cli.rs`, `logging.rs`. The library crates do the rest: `tablekeeper-inventory` (what to
+//! maintain), `tablekeeper-store` (the job table), `tablekeeper-delta` (how to maintain a
+//! table).
 
-mod attempt;
-mod background;
 mod cli;
 mod commands;
 mod config;
 mod delta_runtime;
-mod enqueue;
-mod erasure;
-mod executor;
 mod fleet;
 mod http;
-mod keep;
-mod lease_watch;
+mod jobs;
 mod logging;
 mod metrics;
-mod overwrite_window;
-mod planner;
-#[cfg(test)]
-mod probe_cost;
-mod progress;
-mod publish;
-mod recorder;
-mod runtime;
-mod scheduler;
-mod tasks;
-mod worker;
+mod policy;
+mod replica;
+mod schedule;
+mod shared;
 
 use std::process::ExitCode;
 

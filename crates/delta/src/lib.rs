@@ -68,7 +68,7 @@ pub use report::{
     KeptFiles, OpReport, PlannedFile, RepairPlan, RetentionDrift, TaskCommits, TaskSummary,
     MAX_REPORTED_PATHS,
 };
-pub use retention::keep::{Keep, Pin, PinTarget, Referrer};
+pub use retention::keep::{Keep, Pin, PinTarget, Referrer, Standing};
 pub use retention::vacuum::{vacuum, VacuumMode, VacuumOptions};
 pub use retention::window::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,

@@ -95,6 +95,8 @@ pub(crate) struct Statements {
     pub attempts: &'static str,
     /// Columns `state`, `n`.
     pub counts_by_state: &'static str,
+    /// Jobs per state, queued and running only (state, n).
+    pub active_counts: &'static str,
     /// Columns `table_name`, `operation`, `finished_at`.
     pub last_success: &'static str,
     /// Attempts that ended failed or conflict after the newest succeeded attempt of the
@@ -117,8 +119,11 @@ pub(crate) struct Statements {
     /// 1 table, 2 before (exclusive) or NULL, 3 limit. Commit columns, newest first.
     pub history: &'static str,
     /// Per table: how many recorded commits are rewrites by another engine, and the newest
-    /// (table, count, version, time, operation, engine).
+    /// (table, count, version, time, operation, engine), from `table_status`.
     pub foreign_rewrites: &'static str,
+    /// Per table: how many stale writes are recorded, and when the newest was detected, from
+    /// `table_status` (table, stale_writes, stale_write_detected_at).
+    pub stale_write_counts: &'static str,
     /// 1 table. Columns `oldest` (recorded) and `through` (end of the run of versions
     /// recorded without a hole from it).
     pub recorded_range: &'static str,

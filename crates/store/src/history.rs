@@ -52,6 +52,14 @@ pub struct ForeignRewriteRow {
     pub last_engine_info: Option<String>,
 }
 
+/// How many stale writes of a table are recorded, and when the newest was detected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleWriteCount {
+    pub table_name: String,
+    pub stale_writes: i64,
+    pub last_detected_at: Option<DateTime<Utc>>,
+}
+
 /// A stale write as `stale_writes` holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleWriteRow {

@@ -98,7 +98,9 @@ pub mod testing;
 pub use connect::{connect, scheme_of};
 pub use dialect::Backend;
 pub use error::StoreError;
-pub use history::{CommitRow, ForeignRewriteRow, StaleWriteRow, MAX_HISTORY_LIMIT};
+pub use history::{
+    CommitRow, ForeignRewriteRow, StaleWriteCount, StaleWriteRow, MAX_HISTORY_LIMIT,
+};
 pub use lease::{abandon_deadline, default_reap_grace, heartbeat_interval, LeaseClock};
 pub use model::{
     Attempt, ClaimOutcome, ClaimedJob, Enqueued, FailOutcome, FailureKind, FailureStreak, Job,

@@ -245,6 +245,7 @@ pub struct ReapedJob {
 pub struct JobFilter {
     pub table: Option<String>,
     pub state: Option<JobState>,
+    pub operation: Option<Operation>,
     /// Clamped to `1..=MAX_LIST_LIMIT`.
     pub limit: i64,
 }
@@ -257,6 +258,7 @@ impl Default for JobFilter {
         Self {
             table: None,
             state: None,
+            operation: None,
             limit: 100,
         }
     }

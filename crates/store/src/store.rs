@@ -22,13 +22,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Trigger};
+use tablekeeper_vocab::{AttemptOutcome, JobId, JobState, Lease, Operation, Trigger};
 use uuid::Uuid;
 
 use crate::dialect::{args, Arg, Backend, Dialect, Record, Statements, Tx};
 use crate::error::StoreError;
 use crate::history::{
-    clamp_history_limit, CommitRow, ForeignRewriteRow, StaleWriteRow, HISTORY_BATCH,
+    clamp_history_limit, CommitRow, ForeignRewriteRow, StaleWriteCount, StaleWriteRow,
+    HISTORY_BATCH,
 };
 use crate::lifecycle::{self, Applied, Plan};
 use crate::model::{
@@ -73,6 +74,7 @@ tablekeeper_vocab::closed_set! {
         ListJobs => "list_jobs",
         Attempts => "attempts",
         CountsByState => "counts_by_state",
+        ActiveCounts => "active_counts",
         LastSuccess => "last_success",
         FailureStreaks => "failure_streaks",
         SetPaused => "set_paused",
@@ -87,6 +89,7 @@ tablekeeper_vocab::closed_set! {
         RecordStaleWrites => "record_stale_writes",
         ForeignRewrites => "foreign_rewrites",
         StaleWrites => "stale_writes",
+        StaleWriteCounts => "stale_write_counts",
         BeatReplica => "beat_replica",
         LeaveReplica => "leave_replica",
         RecordProbe => "record_probe",
@@ -771,7 +774,8 @@ impl JobStore {
         let args = args!(
             filter.table.as_deref(),
             filter.state.map(JobState::as_str),
-            filter.clamped_limit()
+            filter.clamped_limit(),
+            filter.operation.map(Operation::as_str)
         );
         self.measured(StoreOp::ListJobs, self.jobs(self.sql().list_jobs, args))
             .await
@@ -800,7 +804,8 @@ impl JobStore {
         .await
     }
 
-    /// Number of jobs per state; every state is present (0 if none).
+    /// Number of jobs per state; every state is present (0 if none). Reads every job: for
+    /// operators and tests; the replicas' gauges read [`JobStore::active_counts`].
     pub async fn counts_by_state(&self) -> Result<BTreeMap<JobState, i64>, StoreError> {
         self.measured(StoreOp::CountsByState, async {
             let mut counts: BTreeMap<JobState, i64> =
@@ -808,6 +813,26 @@ impl JobStore {
             for r in self
                 .dialect
                 .fetch(self.sql().counts_by_state, args!())
+                .await?
+            {
+                counts.insert(r.parsed("state")?, r.int("n")?);
+            }
+            Ok(counts)
+        })
+        .await
+    }
+
+    /// Jobs queued and running, fleet-wide (`tablekeeper_jobs`); both states present (0 if
+    /// none). Reads the active jobs only (`jobs_active`), never the finished history.
+    pub async fn active_counts(&self) -> Result<BTreeMap<JobState, i64>, StoreError> {
+        self.measured(StoreOp::ActiveCounts, async {
+            let mut counts: BTreeMap<JobState, i64> = [JobState::Queued, JobState::Running]
+                .into_iter()
+                .map(|state| (state, 0))
+                .collect();
+            for r in self
+                .dialect
+                .fetch(self.sql().active_counts, args!())
                 .await?
             {
                 counts.insert(r.parsed("state")?, r.int("n")?);
@@ -1085,6 +1110,26 @@ impl JobStore {
                         last_timestamp: r.time("timestamp")?,
                         last_operation: r.opt_text("operation")?,
                         last_engine_info: r.opt_text("engine_info")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// Per table with any, how many stale writes are recorded and when the newest was
+    /// detected: as many rows as such tables, whatever the history holds.
+    pub async fn stale_write_counts(&self) -> Result<Vec<StaleWriteCount>, StoreError> {
+        self.measured(StoreOp::StaleWriteCounts, async {
+            self.dialect
+                .fetch(self.sql().stale_write_counts, args!())
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(StaleWriteCount {
+                        table_name: r.text("table_name")?,
+                        stale_writes: r.int("stale_writes")?,
+                        last_detected_at: r.opt_time("stale_write_detected_at")?,
                     })
                 })
                 .collect()

@@ -817,6 +817,7 @@ mod suite {
         let queued_a = JobFilter {
             table: Some("a".into()),
             state: Some(JobState::Queued),
+            operation: None,
             limit: 1,
         };
         let listed: Vec<JobId> = store
@@ -835,6 +836,20 @@ mod suite {
         let listed = store.list_jobs(&running).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id, ids[0]);
+
+        let vacuums_of_a = JobFilter {
+            table: Some("a".into()),
+            operation: Some(Operation::Vacuum),
+            ..JobFilter::default()
+        };
+        let listed: Vec<JobId> = store
+            .list_jobs(&vacuums_of_a)
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(listed, [ids[2]]);
     }
 
     pub async fn job_json_has_rfc3339_times_and_no_token(store: &JobStore) {
@@ -1070,6 +1085,14 @@ mod suite {
         );
         assert_eq!(store.stale_writes(None).await.unwrap().len(), 4);
         assert!(store.stale_writes(Some("other")).await.unwrap().is_empty());
+        // what the replicas' gauges read: one row per table, each write counted once
+        let counts = store.stale_write_counts().await.unwrap();
+        assert_eq!(counts.len(), 1);
+        assert_eq!((counts[0].table_name.as_str(), counts[0].stale_writes), ("t", 4));
+        assert_eq!(
+            counts[0].last_detected_at,
+            rows.iter().filter_map(|r| r.detected_at).max()
+        );
     }
 
     async fn fail_once(store: &JobStore, worker: &str, kind: FailureKind, error: &str) {

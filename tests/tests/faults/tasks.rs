@@ -366,3 +366,107 @@ async fn a_replica_killed_mid_task_hands_its_zorder_task_on() {
 async fn a_replica_killed_mid_task_hands_its_purge_task_on() {
     spread("purge", true).await;
 }
+
+/// SIGTERM to the replica coordinating a split compaction: from the signal on it claims no
+/// task of the job (it had been running them one after another), and once its running task
+/// ends it hands the job over at once instead of working through the grace period: the job is
+/// queued again with its tasks, the replica exits, and the next replica to claim it resumes
+/// the tasks and finishes it, every row there exactly once through both readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_coordinator_claims_no_task_and_hands_its_job_over() {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    let uri = table.to_str().unwrap().to_owned();
+    write_small_files_with_properties(&uri, &table_spec(), &[])
+        .await
+        .unwrap();
+    let (before, python_before) = both_readers(&uri).await.unwrap();
+    let inventory = InventoryFile::write(
+        dir.path(),
+        DEFAULTS,
+        &[TableEntry {
+            name: "t",
+            path: &table,
+            extra: "",
+        }],
+    )
+    .unwrap();
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut env = daemon_env(&db.url, &inventory.path, Duration::from_secs(3), 1);
+    env.retain(|(k, _)| *k != "TABLEKEEPER_SHUTDOWN_GRACE");
+    env.push(("TABLEKEEPER_SHUTDOWN_GRACE", "120s".into()));
+    let mut first = Daemon::start("r1", dir.path(), &env).unwrap();
+    first.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let job = trigger(&first.base_url, "t", "compact").await.unwrap();
+    // the coordinator is running its own tasks, most still queued
+    wait_until(Duration::from_secs(120), "a task to succeed", || async {
+        tablekeeper_tests::jobs::count(
+            &pool,
+            &format!("SELECT count(*) FROM job_tasks WHERE job_id = {job} AND state = 'succeeded'"),
+        )
+        .await
+            >= 1
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", first.log()));
+    let signalled: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    first.signal("TERM").unwrap();
+    let code = first.wait_exit(Duration::from_secs(60)).unwrap();
+    assert_eq!(code, Some(0), "{}", first.log());
+
+    let claimed_after: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM job_tasks WHERE job_id = $1 AND started_at > $2")
+            .bind(job)
+            .bind(signalled)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        claimed_after,
+        0,
+        "the draining coordinator claimed tasks after SIGTERM\n{}",
+        first.log()
+    );
+    let (state, _, _) = job_row(&pool, job).await;
+    assert_eq!(
+        state,
+        "queued",
+        "handed over, not run to the end\n{}",
+        first.log()
+    );
+    let queued = tablekeeper_tests::jobs::count(
+        &pool,
+        &format!("SELECT count(*) FROM job_tasks WHERE job_id = {job} AND state = 'queued'"),
+    )
+    .await;
+    assert!(queued >= 1, "tasks left for the next replica");
+    assert!(
+        first
+            .log()
+            .contains("handing the job and its queued tasks over"),
+        "{}",
+        first.log()
+    );
+
+    let second = Daemon::start("r2", dir.path(), &env).unwrap();
+    second.wait_ready(Duration::from_secs(60)).await.unwrap();
+    wait_until(
+        Duration::from_secs(240),
+        "the next replica to finish the job",
+        || async { job_row(&pool, job).await.0 == "succeeded" },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", second.log()));
+    let (after, python_after) = both_readers(&uri).await.unwrap();
+    assert!(after == before, "deltalake reads other rows");
+    assert!(
+        python_after == python_before,
+        "python deltalake reads other rows"
+    );
+    stop_all(&mut [second], Duration::from_secs(60)).unwrap();
+}

@@ -123,10 +123,10 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         });
     }
     let writer = tokio::spawn(keep_writing(tables_dir.join("events"), stop.clone()));
-    let result = super::run::serve(config, stop.clone()).await;
+    let result = crate::replica::serve(config, stop.clone()).await;
     stop.cancel();
     let _ = writer.await;
-    result
+    result.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 fn small_files(t: &DemoTable) -> SmallFiles {

@@ -22,10 +22,12 @@ use tablekeeper_store::TaskState;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::commands::progress::TaskProgress;
 use crate::delta_runtime;
-use crate::executor::{self, ExecError, RunContext};
-use crate::planner::{self, Decision, Need, Probed};
-use crate::progress::TaskProgress;
+use crate::fleet::{Fleet, FleetOptions};
+use crate::jobs::executor::{self, ExecError, RunContext};
+use crate::jobs::split::{self, Split};
+use crate::policy::planner::{self, Decision, Need, Probed};
 
 /// What `maintain` was asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -148,13 +150,10 @@ async fn run_as_tasks(
     cancel: CancellationToken,
 ) -> Result<OpReport, ExecError> {
     let started = Instant::now();
-    let plan = executor::plan_tasks(spec, op, &ctx, cancel.clone()).await?;
-    if !plan.splits() {
-        return executor::run(spec, op, ctx, cancel).await;
-    }
-    if plan.tasks.is_empty() {
-        return Err(ExecError::Refused(plan.refused.join("; ")));
-    }
+    let plan = match split::plan(spec, op, &ctx, &cancel).await? {
+        Split::Whole => return executor::run(spec, op, ctx, cancel).await,
+        Split::Tasks(plan) => plan,
+    };
     let mut progress =
         TaskProgress::start(plan.tasks.len(), plan.tasks.iter().map(|t| t.bytes).sum());
     let at_once = std::thread::available_parallelism()
@@ -180,7 +179,7 @@ async fn run_as_tasks(
         .buffered(at_once);
     let mut parts = Vec::new();
     let mut summaries = Vec::new();
-    let mut warnings = plan.refused.clone();
+    let mut warnings = Vec::new();
     let mut failed = None;
     while let Some((n, input, result)) = running.next().await {
         let task = i32::try_from(n).unwrap_or(i32::MAX);
@@ -231,52 +230,69 @@ async fn run_as_tasks(
         )));
     }
     progress.finish();
-    let mut report = OpReport::of_tasks(
+    Ok(split::job_report(
+        spec,
         op,
-        &spec.path,
         plan.version,
         &parts,
         summaries,
+        warnings,
         started.elapsed(),
-    );
-    report.warnings.extend(warnings);
-    if report.commits.is_empty() {
-        report.skipped = Some("the tasks found nothing left to rewrite".into());
-    }
-    Ok(report)
+    ))
 }
 
-/// What VACUUM and log cleanup keep: the inventory's pins and clones, every other inventoried
-/// table read as a referrer, and the API's pins when `TABLEKEEPER_DATABASE_URL` names the job
-/// store the daemon uses. No probes tell here which tables reference others, so each one is
-/// read, and one whose log cannot be read refuses the VACUUM, named (strict, as an operator's
-/// one-off run should be).
+/// What VACUUM and log cleanup keep: the inventory's pins and clones, the API's pins, and the
+/// other inventoried tables that can reference this one's files.
+///
+/// With `TABLEKEEPER_DATABASE_URL` naming the daemon's job store, the probes the replicas
+/// stored tell which tables reference other roots, exactly as they tell the daemon
+/// (`Fleet::keep_for`): only those and the tables never probed are read, and an unreadable
+/// table not known to reference others never blocks the VACUUM. Without a job store nothing
+/// tells, so every other inventoried table is read and counts as a referrer (strict, as an
+/// operator's one-off run should be): one whose log exists but cannot be read refuses the
+/// VACUUM, named; a path holding no Delta log at all references nothing and is skipped.
 async fn keep(
     inventory: &tablekeeper_inventory::Inventory,
     spec: &tablekeeper_inventory::TableSpec,
 ) -> Result<tablekeeper_delta::Keep, String> {
-    let pins = match std::env::var("TABLEKEEPER_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => {
-            let store =
-                tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default())
-                    .await
-                    .map_err(|e| format!("cannot reach the job store for the table's pins: {e}"))?;
-            let pins = store
-                .pins(Some(&spec.name))
-                .await
-                .map_err(|e| format!("cannot read the table's pins from the job store: {e}"))?;
-            store.close().await;
-            pins
-        }
-        _ => {
-            eprintln!(
-                "note: TABLEKEEPER_DATABASE_URL is not set: pins added through the API are not \
-                 read, only the inventory's `retention.pins`"
-            );
-            Vec::new()
-        }
+    let Some(url) = std::env::var("TABLEKEEPER_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+    else {
+        eprintln!(
+            "note: TABLEKEEPER_DATABASE_URL is not set: pins added through the API are not \
+             read, only the inventory's `retention.pins`, and every inventoried table is read \
+             as a possible shallow clone"
+        );
+        return Ok(crate::policy::keep::keep_for(inventory, spec, &[], |_| {
+            crate::policy::keep::References::External
+        }));
     };
-    Ok(crate::keep::keep_for(inventory, spec, &pins, |_| {
-        crate::keep::References::External
-    }))
+    let store = tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default())
+        .await
+        .map_err(|e| format!("cannot reach the job store for the table's pins: {e}"))?;
+    let pins = store
+        .pins(Some(&spec.name))
+        .await
+        .map_err(|e| format!("cannot read the table's pins from the job store: {e}"))?;
+    let fleet = Fleet::new(inventory.clone(), FleetOptions::probe_once());
+    let (mut after, mut after_table) = (None, None::<String>);
+    loop {
+        let rows = store
+            .probes_since(after, after_table.as_deref(), None, STORED_PROBES_PAGE)
+            .await
+            .map_err(|e| format!("cannot read the probes the replicas stored: {e}"))?;
+        fleet.apply_shared(&rows, Utc::now());
+        match rows.last() {
+            Some(last) if rows.len() == STORED_PROBES_PAGE as usize => {
+                (after, after_table) = (Some(last.updated_at), Some(last.table_name.clone()));
+            }
+            _ => break,
+        }
+    }
+    store.close().await;
+    Ok(fleet.keep_for(spec, &pins))
 }
+
+/// Stored probes read per query (as the replicas read them).
+const STORED_PROBES_PAGE: u32 = 500;

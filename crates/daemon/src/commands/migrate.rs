@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::config::DEFAULT_DATABASE_URL;
+use crate::config::{redact_url, DEFAULT_DATABASE_URL};
 
 pub async fn run(database_url: Option<String>) -> ExitCode {
     let url = database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
@@ -16,23 +16,12 @@ pub async fn run(database_url: Option<String>) -> ExitCode {
         };
     match store.migrate().await {
         Ok(()) => {
-            println!("ok: job store migrated ({})", redact(&url));
+            println!("ok: job store migrated ({})", redact_url(&url));
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("error: migration failed: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Hides a password in a database URL before printing it.
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            u.to_string()
-        }
-        _ => url.to_string(),
     }
 }

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod maintain;
 pub mod migrate;
 pub mod plan;
+mod progress;
 pub mod repair;
 pub mod run;
 pub mod schema;
@@ -92,7 +93,7 @@ pub fn cancel_on_ctrl_c() -> tokio_util::sync::CancellationToken {
 pub fn print_outcome(
     table: &str,
     op: tablekeeper_inventory::Operation,
-    outcome: Result<tablekeeper_delta::OpReport, crate::executor::ExecError>,
+    outcome: Result<tablekeeper_delta::OpReport, crate::jobs::executor::ExecError>,
 ) -> ExitCode {
     match outcome {
         Ok(report) => {
@@ -109,18 +110,6 @@ pub fn print_outcome(
             eprintln!("error: table `{table}`: {op} failed: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Opens every table of this process with `options` (object-store timeouts and retries).
-pub fn apply_storage_options(options: &std::collections::BTreeMap<String, String>) {
-    if !options.is_empty() {
-        tablekeeper_delta::set_storage_options(
-            options
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
     }
 }
 
@@ -142,12 +131,12 @@ pub fn apply_rewrite_budget_from_env() -> Result<(), ExitCode> {
     }
 }
 
-/// [`apply_storage_options`] from `TABLEKEEPER_STORAGE_OPTIONS`, for commands without a
+/// [`crate::config::apply_storage_options`] from `TABLEKEEPER_STORAGE_OPTIONS`, for commands without a
 /// config file; a malformed value is reported and ends the command.
 pub fn apply_storage_options_from_env() -> Result<(), ExitCode> {
     match crate::config::storage_options_from_env() {
         Ok(options) => {
-            apply_storage_options(&options);
+            crate::config::apply_storage_options(&options);
             Ok(())
         }
         Err(e) => {

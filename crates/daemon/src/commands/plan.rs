@@ -31,7 +31,7 @@ pub async fn run(
         (None, config) => match DaemonConfig::load(config.as_deref()) {
             Ok(c) => match c.inventory {
                 Some(p) => {
-                    super::apply_storage_options(&c.storage_options);
+                    crate::config::apply_storage_options(&c.storage_options);
                     p
                 }
                 None => {
@@ -51,7 +51,7 @@ pub async fn run(
     };
     // each table is probed once: nothing gains from keeping it loaded afterwards
     let fleet = Arc::new(Fleet::new(inventory, FleetOptions::probe_once()));
-    crate::background::probe_all_fleet(&fleet).await;
+    crate::schedule::probes::probe_all_fleet(&fleet).await;
     let views = fleet.views(Utc::now());
     match format {
         OutputFormat::Json => {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use tablekeeper_inventory::Operation;
 
-use crate::executor::{self, RunContext};
+use crate::jobs::executor::{self, RunContext};
 
 pub async fn run(inventory: &Path, table: &str, dry_run: bool) -> ExitCode {
     if let Err(code) = super::apply_storage_options_from_env() {

@@ -227,9 +227,9 @@ impl Fleet {
         spec: &TableSpec,
         pins: &[tablekeeper_store::TablePin],
     ) -> tablekeeper_delta::Keep {
-        use crate::keep::References;
+        use crate::policy::keep::References;
         let inventory = self.inventory();
-        crate::keep::keep_for(&inventory, spec, pins, |other| {
+        crate::policy::keep::keep_for(&inventory, spec, pins, |other| {
             self.with_state(&other.name, |state| match &state.probe {
                 Some(probe) if probe.references_others(other.vacuum_window(), Utc::now()) => {
                     References::External

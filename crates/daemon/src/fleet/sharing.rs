@@ -1,6 +1,6 @@
 //! Which replica probes which table, and how a replica takes in the probes the others ran.
 //!
-//! Replicas sharing a job store beat in it (`background::share_probes`); the live ones split
+//! Replicas sharing a job store beat in it (`replica::sharing::share_probes`); the live ones split
 //! the inventory by rendezvous hashing: a table is probed by the live replica whose
 //! `xxh3(replica id, table name)` is highest. Every replica computes the same owner from
 //! the same live set without talking to the others, a replica joining or leaving moves only
@@ -208,7 +208,7 @@ mod tests {
             table_name: table.to_owned(),
             replica_id: "replica-1".to_owned(),
             probed_at,
-            probe: Some(serde_json::to_value(crate::planner::tests::probe(probe)).unwrap()),
+            probe: Some(serde_json::to_value(crate::policy::planner::tests::probe(probe)).unwrap()),
             error: None,
             error_kind: None,
             updated_at: probed_at,

@@ -8,7 +8,7 @@ use tablekeeper_delta::Probe;
 use tablekeeper_inventory::Operation;
 use tablekeeper_vocab::ProbeFailureKind;
 
-use crate::planner;
+use crate::policy::planner;
 
 /// What the replica knows about one table.
 #[derive(Debug, Clone, Default)]
@@ -27,8 +27,6 @@ pub(crate) struct TableState {
     pub last_failure: BTreeMap<Operation, (DateTime<Utc>, String)>,
     /// Pause set through the API (overrides the inventory until resumed or reloaded).
     pub paused_by_api: Option<bool>,
-    /// Stale writes recorded in the job store by any replica.
-    pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
     /// Rewrites of the table by other engines recorded in the job store (any replica).
     pub foreign_rewrites: Option<tablekeeper_store::ForeignRewriteRow>,
     /// Pins added through the API (job store, every replica); `None` until first read.

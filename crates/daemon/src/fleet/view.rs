@@ -12,8 +12,8 @@ use tablekeeper_vocab::ProbeFailureKind;
 
 use super::drift::{drift, Drift};
 use super::state::{last_success, staleness, TableState};
-use crate::erasure::{erasure, ErasureView};
-use crate::planner::{self, Decision, Need, Probed};
+use crate::policy::erasure::{erasure, ErasureView};
+use crate::policy::planner::{self, Decision, Need, Probed};
 
 /// Overall health of a table, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
@@ -95,7 +95,9 @@ pub(crate) struct TableView {
     pub probe: Option<std::sync::Arc<Probe>>,
     pub drift: Vec<Drift>,
     pub operations: Vec<OperationView>,
-    /// Stale writes recorded for the table (job store, every replica), oldest first.
+    /// Stale writes recorded for the table (job store, every replica), oldest first: read
+    /// from the store by the views that show them (one table's API view and page), empty in
+    /// views of the whole fleet.
     pub stale_writes: Vec<tablekeeper_store::StaleWriteRow>,
     /// Rewrites of the table by other engines (job store, every replica): how many, the newest.
     pub foreign_rewrites: Option<tablekeeper_store::ForeignRewriteRow>,
@@ -150,7 +152,7 @@ pub(crate) fn build_view(spec: &TableSpec, state: &TableState, now: DateTime<Utc
         probe: state.probe.clone(),
         drift,
         operations,
-        stale_writes: state.stale_writes.clone(),
+        stale_writes: Vec::new(),
         foreign_rewrites: state.foreign_rewrites.clone(),
         repair,
         erasure: state.probe.as_ref().map(|p| erasure(spec, p, now)),
@@ -276,7 +278,7 @@ fn operation_views(
             OperationView {
                 operation: op,
                 enabled,
-                applies: crate::erasure::applies(op, state.probe.as_deref()),
+                applies: crate::policy::erasure::applies(op, state.probe.as_deref()),
                 schedule: schedule.map(ToString::to_string).unwrap_or_default(),
                 next_run: schedule
                     .filter(|_| enabled && next_runs == NextRuns::Computed)
@@ -364,7 +366,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::planner::tests::{now, probe, spec};
+    use crate::policy::planner::tests::{now, probe, spec};
 
     /// The front page sorts on ranks and shows views: they must agree.
     #[test]

@@ -17,8 +17,8 @@ use tablekeeper_vocab::ProbeFailureKind;
 use super::auth::require_admin;
 use super::error::ApiError;
 use crate::fleet::TableView;
-use crate::planner::{self, Decision, Need, Probed};
-use crate::runtime::Runtime;
+use crate::policy::planner::{self, Decision, Need, Probed};
+use crate::shared::Shared;
 
 /// Most jobs one `/api/v1/jobs` call returns; larger requests are clamped.
 const MAX_JOBS_LIMIT: i64 = 1000;
@@ -33,13 +33,13 @@ pub struct TableDetail {
     pub last_jobs: Vec<Job>,
 }
 
-pub async fn list_tables(State(rt): State<Arc<Runtime>>) -> Json<serde_json::Value> {
+pub async fn list_tables(State(rt): State<Arc<Shared>>) -> Json<serde_json::Value> {
     let views = rt.fleet.views(Utc::now());
     Json(json!({ "tables": views }))
 }
 
 pub async fn get_table(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
 ) -> Result<Json<TableDetail>, ApiError> {
     let mut view = rt
@@ -53,6 +53,7 @@ pub async fn get_table(
         .list_jobs(&JobFilter {
             table: Some(name),
             state: None,
+            operation: None,
             limit: TABLE_RECENT_JOBS,
         })
         .await?;
@@ -67,7 +68,7 @@ pub struct JobsQuery {
 }
 
 pub async fn list_jobs(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     query: Result<Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -95,6 +96,7 @@ pub async fn list_jobs(
         .list_jobs(&JobFilter {
             table: q.table.filter(|t| !t.is_empty()),
             state,
+            operation: None,
             limit,
         })
         .await?;
@@ -105,7 +107,7 @@ pub async fn list_jobs(
 /// `job_tasks`; a job that runs whole on one worker has no tasks and shows zeros) and its
 /// tasks, each with the worker that ran it.
 pub async fn get_job(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = id.parse::<i64>().map_err(|_| {
@@ -138,7 +140,7 @@ pub struct HistoryQuery {
 /// `table_commits` (so it reaches past the log's retention), with the version ranges no
 /// replica could record (cleaned up from the log before tablekeeper saw them).
 pub async fn table_history(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
@@ -189,7 +191,7 @@ pub struct TriggerRequest {
 }
 
 pub async fn trigger_job(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Json<TriggerRequest>, JsonRejection>,
@@ -223,7 +225,8 @@ pub async fn trigger_job(
             "refused for table `{name}`: {reason}"
         )));
     }
-    let (job_id, created) = crate::enqueue::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
+    let (job_id, created) =
+        crate::jobs::enqueue::enqueue(&rt, &spec, op, Trigger::Manual, None).await?;
     tracing::info!(table = %name, operation = %op, job_id = job_id.0, created, "manual trigger accepted");
     let job = rt
         .store
@@ -237,7 +240,7 @@ pub async fn trigger_job(
 }
 
 pub async fn pause(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<TableView>, ApiError> {
@@ -245,7 +248,7 @@ pub async fn pause(
 }
 
 pub async fn resume(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<TableView>, ApiError> {
@@ -253,7 +256,7 @@ pub async fn resume(
 }
 
 async fn set_paused(
-    rt: &Runtime,
+    rt: &Shared,
     name: &str,
     headers: &HeaderMap,
     paused: bool,
@@ -272,7 +275,7 @@ async fn set_paused(
         .ok_or_else(|| unknown_table(name))
 }
 
-pub(super) fn guard_mutation(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn guard_mutation(rt: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
     require_admin(rt.admin_token.as_ref().map(|t| t.expose()), headers)?;
     if !rt.accepting_mutations() {
         return Err(ApiError::Unavailable(

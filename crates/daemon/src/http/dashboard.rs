@@ -18,7 +18,7 @@ use tablekeeper_store::{Job, JobFilter, JobState, Progress};
 
 use super::error::ApiError;
 use crate::fleet::{Health, TableView};
-use crate::runtime::Runtime;
+use crate::shared::Shared;
 
 /// Jobs listed per state section of the front page, and per table page.
 const JOBS_SHOWN: i64 = 50;
@@ -33,7 +33,7 @@ pub struct PageQuery {
     page: Option<usize>,
 }
 
-pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>) -> Html<String> {
+pub async fn page(State(rt): State<Arc<Shared>>, Query(query): Query<PageQuery>) -> Html<String> {
     let now = Utc::now();
     // every table is ranked (health, staleness) to sort, filter and count; views, which
     // cost a cron evaluation per operation, are built for the shown page only
@@ -125,15 +125,19 @@ pub async fn page(State(rt): State<Arc<Runtime>>, Query(query): Query<PageQuery>
 }
 
 pub async fn table_page(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
 ) -> Result<Html<String>, ApiError> {
     let now = Utc::now();
-    let v = rt
+    let mut v = rt
         .fleet
         .view(&name, now)
         .ok_or_else(|| ApiError::NotFound(format!("no table `{name}` in the inventory")))?;
-    let (recent, _, store_error) = jobs(&rt, Some(&name)).await;
+    let (recent, _, mut store_error) = jobs(&rt, Some(&name)).await;
+    match rt.store.stale_writes(Some(&name)).await {
+        Ok(rows) => v.stale_writes = rows,
+        Err(e) => store_error = store_error.or(Some(e.to_string())),
+    }
     let progress = running_progress(&rt, &recent).await;
     let body = html! {
         header {
@@ -277,7 +281,7 @@ pub async fn table_page(
 
 /// The progress of the running jobs among `jobs` that run as tasks (`job_tasks`); a job
 /// running whole on one worker has no tasks and shows none.
-async fn running_progress(rt: &Runtime, jobs: &[Job]) -> Vec<(Job, Progress)> {
+async fn running_progress(rt: &Shared, jobs: &[Job]) -> Vec<(Job, Progress)> {
     let mut out = Vec::new();
     for job in jobs.iter().filter(|j| j.state == JobState::Running) {
         match rt.store.tasks(job.id).await {
@@ -290,7 +294,7 @@ async fn running_progress(rt: &Runtime, jobs: &[Job]) -> Vec<(Job, Progress)> {
 }
 
 /// The running and queued jobs (of one table, when given), or the store's error.
-async fn jobs(rt: &Runtime, table: Option<&str>) -> (Vec<Job>, Vec<Job>, Option<String>) {
+async fn jobs(rt: &Shared, table: Option<&str>) -> (Vec<Job>, Vec<Job>, Option<String>) {
     let states: &[Option<JobState>] = match table {
         // a table page lists its recent jobs of every state
         Some(_) => &[None],
@@ -302,6 +306,7 @@ async fn jobs(rt: &Runtime, table: Option<&str>) -> (Vec<Job>, Vec<Job>, Option<
         let filter = JobFilter {
             table: table.map(str::to_owned),
             state: *state,
+            operation: None,
             limit: JOBS_SHOWN,
         };
         match rt.store.list_jobs(&filter).await {
@@ -384,12 +389,12 @@ fn table_row(v: &TableView) -> Markup {
     }
 }
 
-/// The one thing to read first about a table: a stale write waiting for repair, else its
-/// newest failure, else its probe error.
+/// The one thing to read first about a table: a stale write waiting for repair (as its last
+/// probe found it), else its newest failure, else its probe error.
 fn note(v: &TableView) -> String {
-    v.stale_writes
-        .iter()
-        .find(|w| w.repaired_by.is_none())
+    v.probe
+        .as_deref()
+        .and_then(|p| p.pending_stale_writes().next())
         .map(|w| {
             format!(
                 "stale {} at version {} ({} file(s){}) waits for repair",

@@ -22,7 +22,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::runtime::Runtime;
+use crate::shared::Shared;
 
 /// Largest request body accepted: the bodies are `{"operation": "..."}` and a pin.
 const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -31,7 +31,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `/readyz` waits for the job store before calling the replica not ready.
 const READY_PING_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub fn router(rt: Arc<Runtime>) -> Router {
+pub fn router(rt: Arc<Shared>) -> Router {
     if rt.config.role == crate::config::Role::Worker {
         // a worker holds no probes: only its health and its own metrics
         return Router::new()
@@ -91,7 +91,7 @@ async fn close_after_refused_body(mut response: Response) -> Response {
     response
 }
 
-async fn metrics(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
+async fn metrics(State(rt): State<Arc<Shared>>) -> impl IntoResponse {
     // rendering a large fleet's series takes a few hundred milliseconds of CPU: off the
     // runtime's worker threads, so lease renewals and probes are not held up behind it
     let metrics = rt.metrics.clone();
@@ -120,7 +120,7 @@ async fn healthz() -> impl IntoResponse {
 }
 
 /// Ready when the job store answers and an inventory is loaded.
-async fn readyz(State(rt): State<Arc<Runtime>>) -> impl IntoResponse {
+async fn readyz(State(rt): State<Arc<Shared>>) -> impl IntoResponse {
     let store = match tokio::time::timeout(READY_PING_TIMEOUT, rt.store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),

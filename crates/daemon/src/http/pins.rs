@@ -18,7 +18,7 @@ use tablekeeper_inventory::PinAt;
 
 use super::api::{guard_mutation, unknown_table};
 use super::error::ApiError;
-use crate::runtime::Runtime;
+use crate::shared::Shared;
 
 /// One pin as the API shows it.
 #[derive(Debug, Serialize)]
@@ -41,7 +41,7 @@ pub struct PinView {
 }
 
 pub async fn list(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
@@ -99,7 +99,7 @@ pub struct NewPin {
 }
 
 pub async fn add(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Json<NewPin>, JsonRejection>,
@@ -152,7 +152,7 @@ pub struct RemoveQuery {
 }
 
 pub async fn remove(
-    State(rt): State<Arc<Runtime>>,
+    State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     Query(query): Query<RemoveQuery>,

@@ -14,7 +14,11 @@ pub(crate) struct TableFigures {
     pub small_files: u64,
     pub version: i64,
     pub commits_since_checkpoint: u64,
-    pub commits_per_hour: u64,
+    /// From the history read: `None` until the table's history is known.
+    pub commits_per_hour: Option<u64>,
+    /// The average active file size is under `layout.min_average_file_size` and compaction
+    /// could raise it (see `publish::average_file_size_low`).
+    pub average_file_size_low: bool,
     /// Exported for tables where erasure is a question (see `publish::erasure_figures`).
     pub erasure: Option<ErasureFigures>,
     /// From the last restore drill: versions owed that cannot be restored.
@@ -36,8 +40,9 @@ pub(crate) struct RetainedFigures {
 pub(crate) struct ErasureFigures {
     /// Rows deletion vectors mark deleted inside active files.
     pub deleted_rows: u64,
-    /// Age of the oldest deletion whose rows storage still holds; zero when none.
-    pub pending: Duration,
+    /// Age of the oldest deletion whose rows storage still holds; zero when none, `None`
+    /// until the table's history is known.
+    pub pending: Option<Duration>,
 }
 
 /// The state of one scheduled operation on a table, as the gauges show it.

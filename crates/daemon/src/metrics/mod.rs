@@ -10,6 +10,7 @@
 //! knows nothing of the fleet's state: the publisher (`publish.rs`) hands it plain figures.
 
 mod figures;
+pub(crate) mod publish;
 mod table_gauges;
 
 use std::collections::BTreeMap;
@@ -255,7 +256,6 @@ impl Metrics {
         self.tables.update(name, |row| {
             row.owner = Some(spec.owner.clone());
             row.erasure_deadline_seconds = spec.retention.erasure_deadline.map(|d| d.as_secs_f64());
-            row.min_average_file_size_bytes = Some(spec.layout.min_average_file_size as f64);
             row.operations.retain(|op, _| spec.operation_enabled(*op));
         });
         for op in Operation::SCHEDULED {
@@ -545,7 +545,11 @@ mod tests {
         m.set_table_figures(
             "t",
             TableFigures {
-                erasure: Some(ErasureFigures::default()),
+                // the history is read: nothing is pending
+                erasure: Some(ErasureFigures {
+                    pending: Some(Duration::ZERO),
+                    ..ErasureFigures::default()
+                }),
                 ..TableFigures::default()
             },
         );

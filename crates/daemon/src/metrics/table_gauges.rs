@@ -2,7 +2,7 @@
 //! success, failure streaks, drift, erasure), kept as one compact row per table and written
 //! out at scrape time, one metric family after the other.
 //!
-//! These series make up nearly all of `/metrics` (eleven per healthy table). As prometheus
+//! These series make up nearly all of `/metrics` (ten per healthy table). As prometheus
 //! gauge vectors each series cost about 440 bytes of heap (its label pairs as owned strings,
 //! an atomic, a hash map entry), 44 MB at 10,000 tables, and a scrape gathered all of them
 //! into one more copy before encoding (another 30 MB at the peak). A row holds the same
@@ -28,9 +28,6 @@ pub(super) struct Row {
     pub operations: BTreeMap<Operation, OperationRow>,
     pub drift: Vec<DriftKind>,
     pub erasure_deadline_seconds: Option<f64>,
-    /// The inventory's `layout.min_average_file_size`, the threshold of the average file
-    /// size alert.
-    pub min_average_file_size_bytes: Option<f64>,
     pub last_stale_write_seconds: Option<f64>,
     /// Set only for tables whose rewrites tablekeeper owns: the alert reads it.
     pub last_foreign_rewrite_seconds: Option<f64>,
@@ -150,7 +147,7 @@ enum Family {
     DeletedRows,
     ErasurePending,
     ErasureDeadline,
-    MinAverageFileSize,
+    AverageFileSizeLow,
     UnrestorableVersions,
     RetainedBytes,
     Drift,
@@ -173,7 +170,7 @@ impl Family {
         Family::DeletedRows,
         Family::ErasurePending,
         Family::ErasureDeadline,
-        Family::MinAverageFileSize,
+        Family::AverageFileSizeLow,
         Family::UnrestorableVersions,
         Family::RetainedBytes,
         Family::Drift,
@@ -196,7 +193,7 @@ impl Family {
             Family::DeletedRows => "tablekeeper_table_deleted_rows",
             Family::ErasurePending => "tablekeeper_erasure_pending_seconds",
             Family::ErasureDeadline => "tablekeeper_erasure_deadline_seconds",
-            Family::MinAverageFileSize => "tablekeeper_table_min_average_file_size_bytes",
+            Family::AverageFileSizeLow => "tablekeeper_table_average_file_size_low",
             Family::UnrestorableVersions => "tablekeeper_table_unrestorable_versions",
             Family::RetainedBytes => "tablekeeper_table_retained_bytes",
             Family::Drift => "tablekeeper_drift",
@@ -220,7 +217,7 @@ impl Family {
             Family::DeletedRows => "Rows marked deleted by deletion vectors but still inside active files (from the log)",
             Family::ErasurePending => "Age of the oldest deletion whose rows are still physically on storage (in a file with a deletion vector, a removed file not yet vacuumed, or a change-data file); 0 when none",
             Family::ErasureDeadline => "The inventory's retention.erasure_deadline: deleted rows must be physically gone within it",
-            Family::MinAverageFileSize => "The inventory's layout.min_average_file_size: an average file size (size_bytes / files) below it predicts a slow table",
+            Family::AverageFileSizeLow => "1 while the average active file size (size_bytes / files) is under layout.min_average_file_size and compaction could raise it (a partition holds compaction.min_small_files small files or more); no series otherwise",
             Family::UnrestorableVersions => "Versions owed (pins, clones, the window's oldest) that the last restore drill could not restore; a series only while > 0",
             Family::RetainedBytes => "Bytes kept on storage only because of the VACUUM window, a pin or a clone (reason), from the last restore drill; a series only while > 0",
             Family::Drift => "1 when the live table disagrees with the inventory (kind: retention, protocol, partitioning)",
@@ -261,11 +258,6 @@ impl Family {
                     emit(&[], seconds);
                 }
             }
-            Family::MinAverageFileSize => {
-                if let Some(bytes) = row.min_average_file_size_bytes {
-                    emit(&[], bytes);
-                }
-            }
             Family::LastStaleWrite => {
                 if let Some(at) = row.last_stale_write_seconds {
                     emit(&[], at);
@@ -293,9 +285,12 @@ impl Family {
                     Family::SmallFiles => Some(count(f.small_files)),
                     Family::Version => Some(f.version as f64),
                     Family::CommitsSinceCheckpoint => Some(count(f.commits_since_checkpoint)),
-                    Family::CommitsPerHour => Some(count(f.commits_per_hour)),
+                    Family::CommitsPerHour => f.commits_per_hour.map(count),
                     Family::DeletedRows => f.erasure.map(|e| count(e.deleted_rows)),
-                    Family::ErasurePending => f.erasure.map(|e| e.pending.as_secs_f64()),
+                    Family::ErasurePending => {
+                        f.erasure.and_then(|e| e.pending).map(|p| p.as_secs_f64())
+                    }
+                    Family::AverageFileSizeLow => f.average_file_size_low.then_some(1.0),
                     Family::UnrestorableVersions => {
                         (f.unrestorable_versions > 0).then(|| count(f.unrestorable_versions))
                     }

@@ -103,7 +103,7 @@ pub(crate) async fn drill(
 ) -> Result<RestoreDrill, DeltaError> {
     let now_ms = now.timestamp_millis();
     let owed_beyond_window = options.keep.pins.iter().any(|p| p.active(now_ms))
-        || options.keep.referrers.iter().any(|r| r.known);
+        || options.keep.referrers.iter().any(|r| r.standing.known());
     if append_only && !owed_beyond_window {
         return Ok(RestoreDrill {
             checked_at: now,
@@ -169,7 +169,7 @@ pub(crate) async fn drill(
     }
 
     let mut cloned: HashSet<String> = HashSet::new();
-    for referrer in options.keep.referrers.iter().filter(|r| r.known) {
+    for referrer in options.keep.referrers.iter().filter(|r| r.standing.known()) {
         // the clone's current version: what it needs of this table now
         let latest = log_references(&referrer.uri, Duration::ZERO, now_ms)
             .await

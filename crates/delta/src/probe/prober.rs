@@ -193,6 +193,11 @@ pub struct ProbeHistory {
     /// before it still need the other table's files, so the table counts as a referrer while
     /// such a version can be inside its own VACUUM window ([`Probe::references_others`]).
     pub last_external_remove_at: Option<DateTime<Utc>>,
+    /// A read of the whole log ended and the fields above are what it found; false while a
+    /// table's first history read still runs and no earlier one is known (the fields then read
+    /// empty: no creation time, no deletion pending, no commits in the last hour, which is
+    /// not what the log says). See [`Probe::history_known`].
+    pub read: bool,
 }
 
 /// A table's state as read from its log.
@@ -286,9 +291,19 @@ impl Probe {
             return;
         }
         self.history = known.history.clone();
+        // a probe stored before `read` was recorded says so by not being pending
+        self.history.read = known.history_known();
         if self.restore_drill.is_none() {
             self.restore_drill = known.restore_drill.clone();
         }
+    }
+
+    /// Whether the history fields describe the table's log: its own history read ended, or it
+    /// took the history of an earlier probe whose read had. Figures derived from the history
+    /// (erasure pending, commits per hour, the last maintenance read from the log) are
+    /// unknown, not zero, until then.
+    pub fn history_known(&self) -> bool {
+        !self.history_pending || self.history.read
     }
 
     /// Stale writes not repaired yet.
@@ -1079,6 +1094,7 @@ async fn probe_live(
             erasure_pending_version: erasure.pending_version.map(to_i64),
             erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
             last_external_remove_at: at(history.last_external_remove),
+            read: !history_pending,
         },
         files: count,
         size_bytes: size,
@@ -1382,11 +1398,13 @@ mod tests {
                     "engine_info": null}]}),
         );
         let mut pending = probe_of("t", serde_json::json!({"history_pending": true}));
+        assert!(!pending.history_known(), "nothing read yet");
         pending.fill_history_from(&known);
         assert!(
             pending.history_pending,
             "still pending: the scheduler holds on it"
         );
+        assert!(pending.history_known(), "the last complete history stands");
         assert_eq!(pending.history.created_at, known.history.created_at);
         assert_eq!(pending.history.last_zorder_version, Some(4));
         assert_eq!(

@@ -51,10 +51,30 @@ pub struct Referrer {
     pub uri: String,
     /// Its own VACUUM window: every version inside it keeps its files.
     pub window: Duration,
-    /// Known to reference other tables' files (declared, or its probe saw absolute paths):
-    /// an unreadable log refuses the VACUUM. Otherwise it is only read to find out, and an
-    /// unreadable log is reported as a warning.
-    pub known: bool,
+    /// What is known of it, which decides what its unreadable log does to the VACUUM.
+    pub standing: Standing,
+}
+
+/// What is known of a table that may reference another's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Declared in the source's `retention.clones`: a log that cannot be read, or is not
+    /// there, refuses the VACUUM.
+    Declared,
+    /// Seen referencing other tables' files (its probe found absolute paths), or assumed to
+    /// (`maintain` without a job store, where no probe tells): a log that cannot be read
+    /// refuses the VACUUM; a path holding no Delta log at all is skipped with a warning, as it
+    /// can reference nothing.
+    Seen,
+    /// Not probed yet: read to find out; a log that cannot be read is a warning.
+    Unknown,
+}
+
+impl Standing {
+    /// Whether the table is known (or assumed) to reference other tables' files.
+    pub fn known(self) -> bool {
+        self != Standing::Unknown
+    }
 }
 
 /// Everything VACUUM must keep besides the retention window.
@@ -132,7 +152,17 @@ pub(crate) async fn kept_files(
     for referrer in &keep.referrers {
         let references = match log_references(&referrer.uri, referrer.window, now_ms).await {
             Ok(references) => references,
-            Err(err) if referrer.known => {
+            Err(err @ DeltaError::NotADeltaTable { .. })
+                if referrer.standing != Standing::Declared =>
+            {
+                tracing::warn!(table = uri, referrer = %referrer.name, error = %err, "a table that may reference this one has no Delta log: nothing to keep for it");
+                kept.warnings.push(format!(
+                    "`{}` holds no Delta log, so it references none of this table's files: {err}",
+                    referrer.name
+                ));
+                continue;
+            }
+            Err(err) if referrer.standing.known() => {
                 return Err(DeltaError::ReferrerUnreadable {
                     table: uri.to_owned(),
                     referrer: referrer.name.clone(),

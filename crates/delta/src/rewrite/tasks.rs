@@ -6,10 +6,11 @@
 //! The units: a compaction task is a run of one partition's bins, packed exactly as the rewrite
 //! packs them ([`crate::rewrite::bins::pack`]), so the task's files make the same bins when it
 //! runs; a Z-order (and a clustered table's compaction) task is one partition, whose files must
-//! be sorted together to share one order (a partition over the limit is refused, named in
-//! [`TaskPlan::refused`]: splitting it by key ranges would have every task read and remove every
-//! file of the partition, so no task could commit alone); a purge task is a run of one
-//! partition's files carrying deletion vectors. Which files a kind takes is
+//! be sorted together to share one order, whatever its size (split by key ranges, every task
+//! would read and remove every file of the partition, so no task could commit alone; a
+//! partition over the limit is sorted on one worker by the external sort, in bounded memory,
+//! `crate::rewrite::external_sort`); a purge task is a run of one partition's files carrying
+//! deletion vectors. Which files a kind takes is
 //! [`crate::rewrite::plan::Rewrite::takes`], the rule the rewrite itself selects by.
 //!
 //! Running a task is the scoped rewrite every job runs ([`optimize_once`], then the guard in
@@ -54,17 +55,14 @@ pub struct TaskPlan {
     /// The version planned on.
     pub version: i64,
     pub tasks: Vec<TaskInput>,
-    /// Partitions left alone, each with why (a Z-order partition over the limit).
-    pub refused: Vec<String>,
     /// Why there is nothing to rewrite, when there is nothing.
     pub nothing: Option<String>,
 }
 
 impl TaskPlan {
-    /// Whether the job should run as tasks: more than one, or a partition refused (which the
-    /// job's report must name).
+    /// Whether the job should run as tasks: more than one.
     pub fn splits(&self) -> bool {
-        self.tasks.len() > 1 || !self.refused.is_empty()
+        self.tasks.len() > 1
     }
 }
 
@@ -111,7 +109,6 @@ pub async fn plan_tasks(
         })
     })?;
     let mut tasks = Vec::new();
-    let mut refused = Vec::new();
     for (key, files) in by_partition {
         let Some(scope) = scopes.get(&key) else {
             continue;
@@ -123,8 +120,13 @@ pub async fn plan_tasks(
             Rewrite::ZOrder { .. } => {
                 let bytes: u64 = files.iter().map(|(_, size)| size).sum();
                 if bytes > max_task_bytes {
-                    refused.push(too_large(&key, bytes, max_task_bytes));
-                    continue;
+                    tracing::info!(
+                        table = uri,
+                        partition = %key,
+                        bytes,
+                        max_task_bytes,
+                        "partition over the task limit z-ordered as one task (its files sort together; the external sort bounds its memory)"
+                    );
                 }
                 vec![files]
             }
@@ -137,12 +139,10 @@ pub async fn plan_tasks(
             files: files.into_iter().map(|(path, _)| path).collect(),
         }));
     }
-    let nothing =
-        (tasks.is_empty() && refused.is_empty()).then(|| kind.nothing_written().to_owned());
+    let nothing = tasks.is_empty().then(|| kind.nothing_written().to_owned());
     Ok(TaskPlan {
         version,
         tasks,
-        refused,
         nothing,
     })
 }
@@ -166,23 +166,6 @@ fn group(units: Vec<Vec<(String, u64)>>, max_bytes: u64) -> Vec<Vec<(String, u64
         }
     }
     tasks
-}
-
-fn too_large(partition: &str, bytes: u64, max_bytes: u64) -> String {
-    let name = if partition.is_empty() {
-        "the table".to_owned()
-    } else {
-        format!("partition `{partition}`")
-    };
-    format!(
-        "{name} holds {} to z-order, over `maintenance.max_task_bytes` ({}): a Z-order sorts a \
-         partition's files together, and split by key ranges every task would read and remove \
-         every file of the partition, so no task could commit on its own; it was left as it is. \
-         Raise `maintenance.max_task_bytes` above {} to z-order it as one task",
-        bytesize::ByteSize(bytes),
-        bytesize::ByteSize(max_bytes),
-        bytesize::ByteSize(bytes)
-    )
 }
 
 /// Rewrites the files of `input` as `kind` says and commits them, from the table's latest
@@ -282,12 +265,5 @@ mod tests {
             vec![vec![10, 20, 30], vec![50], vec![200], vec![5]]
         );
         assert!(group(Vec::new(), 100).is_empty());
-    }
-
-    #[test]
-    fn a_refused_partition_names_the_key_and_how_to_fix_it() {
-        let reason = too_large("d=1", 10 << 30, 8 << 30);
-        assert!(reason.contains("partition `d=1`"), "{reason}");
-        assert!(reason.contains("max_task_bytes"), "{reason}");
     }
 }

@@ -110,31 +110,21 @@ pub(super) const STATEMENTS: Statements = Statements {
     list_jobs: select_jobs!(
         "WHERE ($1::text IS NULL OR table_name = $1) \
           AND ($2::text IS NULL OR state = $2) \
+          AND ($4::text IS NULL OR operation = $4) \
           ORDER BY id DESC LIMIT $3"
     ),
     attempts: "\
         SELECT id, job_id, attempt, worker_id, lease_token, started_at, finished_at, outcome, error \
         FROM job_attempts WHERE job_id = $1 ORDER BY id",
     counts_by_state: "SELECT state, count(*) AS n FROM jobs GROUP BY state",
+    active_counts: "SELECT state, count(*) AS n FROM jobs \
+         WHERE state IN ('queued', 'running') GROUP BY state",
     last_success: "\
-        SELECT table_name, operation, max(finished_at) AS finished_at FROM jobs \
-        WHERE state = 'succeeded' AND finished_at IS NOT NULL \
-        GROUP BY table_name, operation ORDER BY table_name, operation",
+        SELECT table_name, operation, last_success_at AS finished_at FROM operation_status \
+        WHERE last_success_at IS NOT NULL ORDER BY table_name, operation",
     failure_streaks: "\
-        WITH last_ok AS ( \
-          SELECT j.table_name, j.operation, max(a.finished_at) AS at \
-          FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
-          WHERE a.outcome = 'succeeded' GROUP BY j.table_name, j.operation), \
-        failed AS ( \
-          SELECT j.table_name, j.operation, a.finished_at, a.error, \
-                 row_number() OVER (PARTITION BY j.table_name, j.operation \
-                                    ORDER BY a.finished_at DESC, a.id DESC) AS newest \
-          FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
-          LEFT JOIN last_ok l ON l.table_name = j.table_name AND l.operation = j.operation \
-          WHERE a.outcome IN ('failed', 'conflict') AND (l.at IS NULL OR a.finished_at > l.at)) \
-        SELECT table_name, operation, count(*) AS failures, max(finished_at) AS last_failed_at, \
-               max(CASE WHEN newest = 1 THEN error END) AS last_error \
-        FROM failed GROUP BY table_name, operation ORDER BY table_name, operation",
+        SELECT table_name, operation, failures, last_failed_at, last_error \
+        FROM operation_status WHERE failures > 0 ORDER BY table_name, operation",
     set_paused: "INSERT INTO table_pauses (table_name, paused) VALUES ($1, $2) \
          ON CONFLICT (table_name) DO UPDATE SET paused = excluded.paused, updated_at = clock_timestamp()",
     paused_overrides: "SELECT table_name, paused FROM table_pauses ORDER BY table_name",
@@ -156,12 +146,12 @@ pub(super) const STATEMENTS: Statements = Statements {
            tablekeeper_operation \
          FROM table_commits WHERE table_name = $1 AND ($2::BIGINT IS NULL OR version < $2) \
          ORDER BY version DESC LIMIT $3",
-    foreign_rewrites: "SELECT table_name, rewrites, version, \"timestamp\", operation, engine_info \
-         FROM (SELECT table_name, version, \"timestamp\", operation, engine_info, \
-                 count(*) OVER (PARTITION BY table_name) AS rewrites, \
-                 row_number() OVER (PARTITION BY table_name ORDER BY version DESC) AS newest \
-               FROM table_commits WHERE rewrite = TRUE AND tablekeeper_operation IS NULL) r \
-         WHERE newest = 1 ORDER BY table_name",
+    foreign_rewrites: "SELECT table_name, foreign_rewrites AS rewrites, \
+           foreign_rewrite_version AS version, foreign_rewrite_timestamp AS \"timestamp\", \
+           foreign_rewrite_operation AS operation, foreign_rewrite_engine AS engine_info \
+         FROM table_status WHERE foreign_rewrites > 0 ORDER BY table_name",
+    stale_write_counts: "SELECT table_name, stale_writes, stale_write_detected_at \
+         FROM table_status WHERE stale_writes > 0 ORDER BY table_name",
     recorded_range: "SELECT \
            (SELECT min(version) FROM table_commits WHERE table_name = $1) AS oldest, \
            (SELECT min(t.version) FROM table_commits t WHERE t.table_name = $1 \

@@ -14,17 +14,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::StreamExt;
 use tablekeeper_inventory::{Inventory, Operation};
-use tablekeeper_store::Trigger;
-use tablekeeper_vocab::ProbeFailureKind;
 use tokio_cron_scheduler::{Job, JobScheduler};
-use tracing::{info, warn};
+use tracing::warn;
 use uuid::Uuid;
 
-use crate::planner::{self, Decision, Need, Probed};
-use crate::runtime::Runtime;
+use crate::shared::Shared;
 
 /// Ticks of one schedule run at once (each probes its table first).
 const TICK_CONCURRENCY: usize = 8;
@@ -43,7 +40,7 @@ type Members = Arc<RwLock<Vec<(String, Operation)>>>;
 pub struct Scheduler {
     inner: JobScheduler,
     schedules: BTreeMap<ScheduleKey, (Uuid, Members)>,
-    rt: Arc<Runtime>,
+    rt: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -59,7 +56,7 @@ impl std::fmt::Debug for Scheduler {
 pub struct SchedulerError(String);
 
 impl Scheduler {
-    pub async fn start(rt: Arc<Runtime>) -> Result<Self, SchedulerError> {
+    pub async fn start(rt: Arc<Shared>) -> Result<Self, SchedulerError> {
         let inner = JobScheduler::new()
             .await
             .map_err(|e| SchedulerError(e.to_string()))?;
@@ -148,7 +145,7 @@ impl Scheduler {
                     TICK_CONCURRENCY,
                     |(table, op)| {
                         let rt = &rt;
-                        async move { tick(rt, &table, op, fired).await }
+                        async move { crate::schedule::tick::tick(rt, &table, op, fired).await }
                     },
                 );
                 rt.tasks.track_future(ticks).await;
@@ -164,49 +161,6 @@ impl Scheduler {
     pub async fn shutdown(mut self) {
         if let Err(e) = self.inner.shutdown().await {
             warn!(error = %e, "scheduler shutdown");
-        }
-    }
-}
-
-/// One schedule tick of (table, operation), fired at `fired`: probe, decide, enqueue when
-/// needed. Never panics, never blocks other tables: every failure is logged and counted.
-pub async fn tick(rt: &Runtime, table: &str, op: Operation, fired: DateTime<Utc>) {
-    if rt.stopping() {
-        return;
-    }
-    let Some(spec) = rt.fleet.spec(table) else {
-        return; // removed by a reload since the tick was scheduled
-    };
-    // Every replica fires the same tick: they all name it by its scheduled time, and the job
-    // table keeps one job per tick.
-    let tick = spec
-        .schedule(op)
-        .and_then(|s| s.tick_at_or_before(fired.with_timezone(&spec.timezone)))
-        .map(|t| t.with_timezone(&Utc));
-    let probe = crate::recorder::probe(rt, &spec).await;
-    let last_success = rt.fleet.last_success(table, op);
-    let probed = match &probe {
-        Ok(p) => Probed::Read(p),
-        Err(f) if f.kind == ProbeFailureKind::Transient => Probed::Unreachable(&f.message),
-        Err(f) => Probed::Unreadable(&f.message),
-    };
-    let decision = planner::admit(&spec, op, probed, Need::Check { last_success }, Utc::now());
-    match &decision {
-        Decision::Run(reason) => {
-            match crate::enqueue::enqueue(rt, &spec, op, Trigger::Schedule, tick).await {
-                Ok((job_id, created)) => {
-                    info!(table = %table, operation = %op, job_id = job_id.0, created, reason = %reason, "scheduled tick: maintenance needed")
-                }
-                Err(e) => {
-                    warn!(table = %table, operation = %op, error = %e, "scheduled tick: could not enqueue")
-                }
-            }
-        }
-        Decision::Skip(reason) => {
-            info!(table = %table, operation = %op, reason = %reason, "scheduled tick: nothing to do")
-        }
-        Decision::Refuse(reason) => {
-            warn!(table = %table, operation = %op, reason = %reason, "scheduled tick: refused")
         }
     }
 }

@@ -1,7 +1,6 @@
-//! One attempt of a claimed job: the inputs it needs beyond the inventory (Z-order scope,
-//! full or lite VACUUM, which commits the checkpoint may clean up, whether a person asked)
-//! and how its end is written to the job table (complete, defer, fail or release, each
-//! fenced by the lease, each result logged) as a typed [`AttemptOutcome`].
+//! How one attempt of a claimed job ends in the job table: complete, defer, fail or release,
+//! each fenced by the lease, each result logged, as a typed [`AttemptOutcome`]. Its inputs
+//! are `inputs.rs`'s.
 //!
 //! It never runs the operation (that is the executor, under `lease_watch`) and never decides
 //! whether a job should exist (that is the planner).
@@ -9,123 +8,21 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use serde::Deserialize;
-use tablekeeper_delta::{DeltaError, LogCleanup, OpReport, VacuumMode};
+use tablekeeper_delta::{DeltaError, OpReport};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{
-    AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, JobFilter, JobState, RetryPolicy,
-    StoreError, Trigger,
+    AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, RetryPolicy, StoreError,
 };
 use tracing::{error, info, warn};
 
-use crate::executor::{ExecError, RunContext};
-use crate::lease_watch::{LeaseLoss, Watched};
-use crate::runtime::Runtime;
-
-/// How many recent successful jobs of a table the VACUUM policy reads: enough to cover any
-/// sensible `vacuum.full_every`.
-const VACUUM_HISTORY: i64 = 200;
-
-/// What a VACUUM job records beside its report, read back by the next VACUUM to tell when
-/// the last full one ran.
-#[derive(Debug, Deserialize)]
-struct VacuumRecord {
-    mode: Option<VacuumMode>,
-}
-
-/// The inputs of an attempt of `op` on the table; an error when what VACUUM or log cleanup
-/// must keep cannot be known (the pins in the job store cannot be read): the attempt then
-/// fails and is retried, it never runs without them.
-pub(crate) async fn inputs(
-    rt: &Runtime,
-    spec: &TableSpec,
-    op: Operation,
-    trigger: Trigger,
-) -> Result<RunContext, String> {
-    // Z-order scope: partitions that received files since the last Z-order found in the log
-    // (a Z-order by another engine counts too).
-    let mut ctx = RunContext {
-        zorder_since_version: rt
-            .fleet
-            .with_state(&spec.name, |s| {
-                s.probe.as_ref().and_then(|p| p.history.last_zorder_version)
-            })
-            .flatten(),
-        forced: trigger == Trigger::Manual,
-        ..RunContext::default()
-    };
-    match op {
-        Operation::Checkpoint => ctx.log_cleanup = log_cleanup(rt, spec).await,
-        Operation::Vacuum => ctx.vacuum_mode = vacuum_mode(rt, spec).await,
-        Operation::Compact | Operation::Zorder | Operation::Purge | Operation::Repair => {}
-    }
-    if matches!(op, Operation::Checkpoint | Operation::Vacuum) {
-        ctx.keep = keep(rt, spec).await?;
-    }
-    Ok(ctx)
-}
-
-/// The pins (inventory and API) and the referrers of the table, from the fleet's probes.
-async fn keep(rt: &Runtime, spec: &TableSpec) -> Result<tablekeeper_delta::Keep, String> {
-    let pins = rt.store.pins(Some(&spec.name)).await.map_err(|e| {
-        format!(
-            "cannot read the table's pins from the job store, so nothing may be deleted now: {e}"
-        )
-    })?;
-    Ok(rt.fleet.keep_for(spec, &pins))
-}
-
-/// Only commits already in `table_commits` may leave the log; if the store cannot say which
-/// those are, nothing is deleted this time.
-async fn log_cleanup(rt: &Runtime, spec: &TableSpec) -> LogCleanup {
-    match rt.store.recorded_range(&spec.name).await {
-        Ok(range) => LogCleanup::Recorded(
-            range.and_then(|(from, to)| Some((u64::try_from(from).ok()?, u64::try_from(to).ok()?))),
-        ),
-        Err(e) => {
-            warn!(error = %e, "cannot read which commits are recorded; the checkpoint deletes no log file this time");
-            LogCleanup::Off
-        }
-    }
-}
-
-/// Full when none of the last `full_every - 1` VACUUMs was: every Nth run lists the
-/// directory (and reclaims orphans of failed rewrites), the others read the log only.
-async fn vacuum_mode(rt: &Runtime, spec: &TableSpec) -> VacuumMode {
-    if spec.vacuum.full_every <= 1 {
-        return VacuumMode::Full;
-    }
-    let filter = JobFilter {
-        table: Some(spec.name.clone()),
-        state: Some(JobState::Succeeded),
-        limit: VACUUM_HISTORY,
-    };
-    let recent = match rt.store.list_jobs(&filter).await {
-        Ok(jobs) => jobs,
-        Err(e) => {
-            warn!(error = %e, "cannot read earlier VACUUMs; this one lists the directory");
-            return VacuumMode::Full;
-        }
-    };
-    let window = spec.vacuum.full_every.saturating_sub(1) as usize;
-    let recent_full = recent
-        .iter()
-        .filter(|j| j.operation == Operation::Vacuum)
-        .take(window)
-        .filter_map(|j| j.result.clone())
-        .filter_map(|r| serde_json::from_value::<VacuumRecord>(r).ok())
-        .any(|r| r.mode == Some(VacuumMode::Full));
-    if recent_full {
-        VacuumMode::Lite
-    } else {
-        VacuumMode::Full
-    }
-}
+use crate::jobs::executor::{ExecError, RunContext};
+use crate::jobs::lease_watch::{LeaseLoss, Watched};
+use crate::shared::Shared;
 
 /// Writes how the attempt ended to the job table, fenced by the lease, and says what the
 /// attempt counts as.
 pub(crate) async fn record(
-    rt: &Runtime,
+    rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     op: Operation,
@@ -147,6 +44,10 @@ pub(crate) async fn record(
             }
             AttemptOutcome::Cancelled
         }
+        Watched::Finished(Err(ExecError::HandedOver(reason))) => {
+            release(rt, claimed, &reason).await;
+            AttemptOutcome::Cancelled
+        }
         Watched::Finished(Err(e)) => failed(rt, claimed, spec, op, e).await,
         Watched::TimedOut(limit) => {
             let message = format!(
@@ -162,19 +63,28 @@ pub(crate) async fn record(
             LeaseLoss::ClaimedTooLate | LeaseLoss::NotConfirmed | LeaseLoss::Gone,
         ) => AttemptOutcome::LostLease,
         Watched::Shutdown => {
-            let reason = "replica shutting down: released before shutdown_grace ran out";
-            match rt.store.release(&claimed.lease, reason).await {
-                Ok(true) => info!("job released for another replica (shutdown grace ran out)"),
-                Ok(false) => lease_gone("release"),
-                Err(e) => store_failed("release", &e),
-            }
+            release(
+                rt,
+                claimed,
+                "replica shutting down: released before shutdown_grace ran out",
+            )
+            .await;
             AttemptOutcome::Cancelled
         }
     }
 }
 
+/// Gives the job back to the queue for another replica (the replica is draining).
+async fn release(rt: &Shared, claimed: &ClaimedJob, reason: &str) {
+    match rt.store.release(&claimed.lease, reason).await {
+        Ok(true) => info!(reason, "job released for another replica"),
+        Ok(false) => lease_gone("release"),
+        Err(e) => store_failed("release", &e),
+    }
+}
+
 async fn succeeded(
-    rt: &Runtime,
+    rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     op: Operation,
@@ -221,7 +131,7 @@ async fn succeeded(
 }
 
 async fn failed(
-    rt: &Runtime,
+    rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     op: Operation,
@@ -252,7 +162,7 @@ async fn failed(
 }
 
 /// Records a failed attempt; the store's answer is logged whatever it is.
-pub(crate) async fn fail(rt: &Runtime, claimed: &ClaimedJob, kind: FailureKind, message: &str) {
+pub(crate) async fn fail(rt: &Shared, claimed: &ClaimedJob, kind: FailureKind, message: &str) {
     match rt
         .store
         .fail(&claimed.lease, kind, message, &RetryPolicy::default())

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tablekeeper_delta::{Keep, Pin, PinTarget, Referrer, RETENTION_FLOOR};
+use tablekeeper_delta::{Keep, Pin, PinTarget, Referrer, Standing, RETENTION_FLOOR};
 use tablekeeper_inventory::{Inventory, PinAt, TableSpec};
 use tablekeeper_store::TablePin;
 
@@ -50,23 +50,23 @@ pub(crate) fn keep_for(
             uri: path.clone(),
             // a clone outside the inventory declares no window: Delta's default one
             window: RETENTION_FLOOR,
-            known: true,
+            standing: Standing::Declared,
         })
         .collect();
     for other in inventory.tables.iter().filter(|t| t.name != spec.name) {
         if spec.retention.clones.contains(&other.path) {
             continue;
         }
-        let known = match references(other) {
-            References::External => true,
-            References::Unknown => false,
+        let standing = match references(other) {
+            References::External => Standing::Seen,
+            References::Unknown => Standing::Unknown,
             References::OwnOnly => continue,
         };
         referrers.push(Referrer {
             name: other.name.clone(),
             uri: other.path.clone(),
             window: window_of(other),
-            known,
+            standing,
         });
     }
     Keep { pins, referrers }
@@ -167,25 +167,34 @@ tables:
             keep.pins[0].until_ms,
             millis("2027-03-02T00:00:00Z".parse().unwrap())
         );
-        let referrers: Vec<(&str, bool, Duration)> = keep
+        let referrers: Vec<(&str, Standing, Duration)> = keep
             .referrers
             .iter()
-            .map(|r| (r.name.as_str(), r.known, r.window))
+            .map(|r| (r.name.as_str(), r.standing, r.window))
             .collect();
         assert_eq!(
             referrers,
             [
-                ("/lake/outside/orders_copy", true, RETENTION_FLOOR),
+                (
+                    "/lake/outside/orders_copy",
+                    Standing::Declared,
+                    RETENTION_FLOOR
+                ),
                 (
                     "sandbox.orders_test",
-                    true,
+                    Standing::Seen,
                     Duration::from_secs(10 * 86_400)
                 ),
             ]
         );
         let unknown = keep_for(&inventory, orders, &[], |_| References::Unknown);
         assert!(
-            unknown.referrers.iter().filter(|r| !r.known).count() == 2,
+            unknown
+                .referrers
+                .iter()
+                .filter(|r| !r.standing.known())
+                .count()
+                == 2,
             "tables not probed yet are read, without blocking: {:?}",
             unknown.referrers
         );
@@ -193,7 +202,7 @@ tables:
 
     #[test]
     fn a_clone_that_compacted_its_sources_files_away_stays_a_referrer_for_a_window() {
-        let probe = crate::planner::tests::probe;
+        let probe = crate::policy::planner::tests::probe;
         let now = Utc::now();
         let week = Duration::from_secs(7 * 86_400);
         let days_ago = |d: i64| serde_json::json!(now - chrono::Duration::days(d));

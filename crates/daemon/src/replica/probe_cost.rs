@@ -14,11 +14,12 @@ use tablekeeper_inventory::Inventory;
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_store::StoreOptions;
 
-use crate::background::{self, Sharing};
 use crate::config::DaemonConfig;
 use crate::fleet::{Clock, Fleet, FleetOptions, ProbeIntervals};
 use crate::metrics::Metrics;
-use crate::runtime::Runtime;
+use crate::replica::sharing::Sharing;
+use crate::schedule::probes::probe_due;
+use crate::shared::Shared;
 
 const IDLE_TABLES: usize = 4;
 const DAY: Duration = Duration::from_secs(86_400);
@@ -43,7 +44,7 @@ async fn replica(
     database_url: &str,
     inventory: &std::path::Path,
     clock: &Clock,
-) -> Arc<Runtime> {
+) -> Arc<Shared> {
     let env = |key: &str| match key {
         "TABLEKEEPER_DATABASE_URL" => Some(database_url.to_owned()),
         "TABLEKEEPER_REPLICA_ID" => Some(id.to_owned()),
@@ -72,7 +73,7 @@ async fn replica(
         },
     ));
     let metrics = Metrics::new().expect("metrics");
-    Arc::new(Runtime::new(config, store, fleet, metrics))
+    Arc::new(Shared::new(config, store, fleet, metrics))
 }
 
 /// Requests per idle table over the simulated day.
@@ -120,7 +121,7 @@ async fn simulated_day(replicas: usize) -> Vec<usize> {
         }
         for (rt, sharing) in &mut fleet {
             sharing.pass(rt).await;
-            background::probe_due(rt).await;
+            probe_due(rt).await;
         }
         // the previous step's commit is seen by every replica one probe interval later
         if let Some(version) = committed_before.filter(|_| step <= ACTIVE_STEPS) {

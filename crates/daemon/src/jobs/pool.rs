@@ -1,41 +1,33 @@
 //! The worker pool: each worker runs a queued task of a running job when there is one
 //! (`tasks.rs`), else claims a job, runs it through the executor on the Delta runtime
-//! (`delta_runtime.rs`) under the lease watch (`lease_watch.rs`), or, for a rewrite planned
-//! as tasks, sees its tasks through (`tasks.rs`), and records how the attempt ended
-//! (`attempt.rs`). A worker never holds a database transaction while an operation runs.
+//! (`crate::delta_runtime`) under the lease watch (`lease_watch.rs`), or, for a rewrite
+//! planned as tasks, sees its tasks through (`split.rs`), records how the attempt ended
+//! (`attempt.rs`) and tells the replica (`Shared::job_finished`). A worker never holds a
+//! database transaction while an operation runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-use tablekeeper_inventory::TableSpec;
-use tablekeeper_store::{AttemptOutcome, ClaimedJob, FailureKind, LeaseClock};
+use tablekeeper_store::{ClaimedJob, FailureKind, LeaseClock};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
-use crate::attempt;
 use crate::delta_runtime;
-use crate::executor::{self, ExecError};
-use crate::lease_watch;
-use crate::runtime::Runtime;
-use crate::tasks;
+use crate::jobs::executor::{self, ExecError};
+use crate::jobs::stops::Stops;
+use crate::jobs::{attempt, inputs, lease_watch, split, tasks};
+use crate::shared::Shared;
 
-/// Runs `count` workers until `stop_claiming` fires; each finishes or releases its job
-/// according to `hard_stop`. Returns when every worker has exited.
-pub(crate) async fn run_pool(
-    rt: Arc<Runtime>,
-    count: usize,
-    stop_claiming: CancellationToken,
-    hard_stop: CancellationToken,
-) {
+/// Runs `count` workers until `stops.claiming` fires; each finishes or releases its job
+/// according to `stops.hard`. Returns when every worker has exited.
+pub(crate) async fn run_pool(rt: Arc<Shared>, count: usize, stops: Stops) {
     let mut handles = Vec::with_capacity(count);
     for n in 0..count {
         let worker_id = format!("{}/{}", rt.config.replica_id, n);
         let rt = Arc::clone(&rt);
-        let stop = stop_claiming.clone();
-        let hard = hard_stop.clone();
+        let stops = stops.clone();
         handles.push(tokio::spawn(async move {
-            worker_loop(rt, worker_id, stop, hard).await;
+            worker_loop(rt, worker_id, stops).await;
         }));
     }
     for h in handles {
@@ -45,16 +37,11 @@ pub(crate) async fn run_pool(
     }
 }
 
-async fn worker_loop(
-    rt: Arc<Runtime>,
-    worker_id: String,
-    stop: CancellationToken,
-    hard_stop: CancellationToken,
-) {
+async fn worker_loop(rt: Arc<Shared>, worker_id: String, stops: Stops) {
     let mut store_errors: u32 = 0;
-    while !stop.is_cancelled() {
+    while !stops.claiming.is_cancelled() {
         // A running job's tasks first: they finish work that already holds a table's key.
-        match tasks::run_any(&rt, &worker_id, &hard_stop).await {
+        match tasks::run_any(&rt, &worker_id, &stops.hard).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => warn!(worker = %worker_id, error = %e, "cannot claim tasks"),
@@ -71,7 +58,7 @@ async fn worker_loop(
                 }
                 match outcome.job {
                     Some(claimed) => {
-                        run_claimed(&rt, &worker_id, claimed, claim_sent, &hard_stop).await;
+                        run_claimed(&rt, &worker_id, claimed, claim_sent, &stops).await;
                         Duration::ZERO
                     }
                     None => rt.config.poll_interval,
@@ -87,20 +74,17 @@ async fn worker_loop(
             }
         };
         if !idle.is_zero() {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                () = tokio::time::sleep(idle) => {}
-            }
+            stops.nap(idle).await;
         }
     }
 }
 
 async fn run_claimed(
-    rt: &Arc<Runtime>,
+    rt: &Arc<Shared>,
     worker_id: &str,
     claimed: ClaimedJob,
     claim_sent: Instant,
-    hard_stop: &CancellationToken,
+    stops: &Stops,
 ) {
     let job = &claimed.job;
     let op = job.operation;
@@ -116,7 +100,7 @@ async fn run_claimed(
         };
         info!(worker = %worker_id, "job started");
         let started = Instant::now();
-        let ctx = match attempt::inputs(rt, &spec, op, job.trigger).await {
+        let ctx = match inputs::inputs(rt, &spec, op, job.trigger).await {
             Ok(ctx) => ctx,
             Err(message) => {
                 attempt::fail(rt, &claimed, FailureKind::Failed, &message).await;
@@ -125,12 +109,8 @@ async fn run_claimed(
         };
         let cancel = CancellationToken::new();
         let work = async {
-            if op.rewrites() {
-                if let Some(split) = as_tasks(rt, &claimed, &spec, &ctx, &cancel).await? {
-                    split?;
-                    return tasks::coordinate(rt, worker_id, &claimed, &spec, &ctx, hard_stop)
-                        .await;
-                }
+            if op.rewrites() && split::as_tasks(rt, &claimed, &spec, &ctx, &cancel).await? {
+                return split::coordinate(rt, worker_id, &claimed, &spec, &ctx, stops).await;
             }
             // on the Delta runtime, so its computing never delays the lease renewals
             let operation = delta_runtime::spawn({
@@ -144,7 +124,7 @@ async fn run_claimed(
             &claimed.lease,
             LeaseClock::new(claim_sent, rt.config.lease),
             work,
-            hard_stop,
+            &stops.hard,
             spec.timeout,
         )
         .await;
@@ -155,65 +135,9 @@ async fn run_claimed(
         rt.metrics.observe_attempt_duration(op, elapsed);
         let outcome = attempt::record(rt, &claimed, &spec, op, &ctx, end, elapsed).await;
         rt.metrics.count_attempt(&spec.name, op, outcome);
-        after_attempt(rt, &spec, outcome).await;
+        // the replica refreshes what the attempt changed (`replica::after_jobs`)
+        rt.job_finished(&spec.name, outcome);
     }
     .instrument(span)
     .await;
-}
-
-/// Whether a rewrite job runs as tasks: `Some` when it does (its tasks stored now, or by an
-/// earlier attempt whose replica stopped: then they are resumed, not planned again), `None`
-/// when it runs whole here (a plan of one task). The inner error is a plan that refused every
-/// partition.
-async fn as_tasks(
-    rt: &Runtime,
-    claimed: &ClaimedJob,
-    spec: &TableSpec,
-    ctx: &executor::RunContext,
-    cancel: &CancellationToken,
-) -> Result<Option<Result<(), ExecError>>, ExecError> {
-    let op = claimed.job.operation;
-    let stored = rt
-        .store
-        .tasks(claimed.job.id)
-        .await
-        .map_err(|e| tasks::store_error("reading the job's tasks", &e))?;
-    if !stored.is_empty() {
-        info!(
-            tasks = stored.len(),
-            "resuming the tasks an earlier attempt planned"
-        );
-        return Ok(Some(Ok(())));
-    }
-    let planning = delta_runtime::spawn({
-        let (spec, ctx, cancel) = (spec.clone(), ctx.clone(), cancel.clone());
-        async move { executor::plan_tasks(&spec, op, &ctx, cancel).await }.in_current_span()
-    });
-    let plan = planning.await.map_err(ExecError::from).and_then(|p| p)?;
-    if !plan.splits() {
-        return Ok(None);
-    }
-    if plan.tasks.is_empty() {
-        return Ok(Some(Err(ExecError::Refused(plan.refused.join("; ")))));
-    }
-    tasks::add(rt, claimed, spec, &plan, &[]).await?;
-    Ok(Some(Ok(())))
-}
-
-/// Refreshes what the attempt changed: the failure streak is the job table's, not this
-/// replica's; after a success a re-probe shows the maintenance just done (a successful probe
-/// refreshes every gauge of the table), otherwise the gauges are republished from what is
-/// known.
-async fn after_attempt(rt: &Runtime, spec: &TableSpec, outcome: AttemptOutcome) {
-    crate::background::refresh_failure_streaks(rt).await;
-    if outcome == AttemptOutcome::Succeeded {
-        rt.fleet.expire_cached_reads(spec).await;
-    }
-    // a worker probes nothing: the replicas that plan see the result on their next probe
-    let probed = outcome == AttemptOutcome::Succeeded
-        && rt.config.role == crate::config::Role::All
-        && crate::recorder::probe(rt, spec).await.is_ok();
-    if !probed {
-        crate::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
-    }
 }

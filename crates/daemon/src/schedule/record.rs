@@ -16,17 +16,17 @@ use tablekeeper_store::{CommitRow, ProbeRow, StaleWriteRow, Trigger};
 use tracing::{info, warn};
 
 use crate::fleet::ProbeFailure;
-use crate::planner::{self, Need, Probed};
-use crate::runtime::Runtime;
+use crate::policy::planner::{self, Need, Probed};
+use crate::shared::Shared;
 
 /// Probes the table, publishes its gauges, and records what the probe read; the probe's
 /// result for the caller.
-pub(crate) async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
+pub(crate) async fn probe(rt: &Shared, spec: &TableSpec) -> Result<Probe, ProbeFailure> {
     let probe = rt.fleet.probe(spec).await;
     if let Err(failure) = &probe {
         rt.metrics.count_probe_failure(&spec.name, failure.kind);
     }
-    crate::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
+    crate::metrics::publish::table(&rt.metrics, &rt.fleet, spec, Utc::now());
     share(rt, spec, &probe).await;
     record_history(rt, spec).await;
     if let Ok(probe) = &probe {
@@ -38,7 +38,7 @@ pub(crate) async fn probe(rt: &Runtime, spec: &TableSpec) -> Result<Probe, Probe
 
 /// Stores the probe for the other replicas (`fleet::sharing`), with the time this replica
 /// keeps for it so every replica orders probes alike.
-async fn share(rt: &Runtime, spec: &TableSpec, probe: &Result<Probe, ProbeFailure>) {
+async fn share(rt: &Shared, spec: &TableSpec, probe: &Result<Probe, ProbeFailure>) {
     let Some(probed_at) = rt.fleet.with_state(&spec.name, |s| s.probed_at).flatten() else {
         return;
     };
@@ -65,13 +65,13 @@ async fn share(rt: &Runtime, spec: &TableSpec, probe: &Result<Probe, ProbeFailur
 /// and a VACUUM as soon as the files superseded by the purge have aged past the retention
 /// (unless a VACUUM already succeeded since). The job table coalesces: at most one queued job
 /// per table and operation, whichever replica asks.
-async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
+async fn queue_for_erasure_deadline(rt: &Shared, spec: &TableSpec, probe: &Probe) {
     if spec.retention.erasure_deadline.is_none() || probe.history.erasure_pending_since.is_none() {
         return;
     }
     let now = Utc::now();
     let mut due = Vec::new();
-    if crate::erasure::deadline_at_risk(spec, probe, now)
+    if crate::policy::erasure::deadline_at_risk(spec, probe, now)
         && planner::admit(
             spec,
             Operation::Purge,
@@ -103,7 +103,7 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
         due.push(Operation::Vacuum);
     }
     for op in due {
-        match crate::enqueue::enqueue(rt, spec, op, Trigger::Schedule, None).await {
+        match crate::jobs::enqueue::enqueue(rt, spec, op, Trigger::Schedule, None).await {
             Ok((job_id, true)) => {
                 info!(table = %spec.name, operation = %op, job_id = job_id.0, "queued to meet the erasure deadline")
             }
@@ -115,7 +115,7 @@ async fn queue_for_erasure_deadline(rt: &Runtime, spec: &TableSpec, probe: &Prob
     }
 }
 
-async fn record_history(rt: &Runtime, spec: &TableSpec) {
+async fn record_history(rt: &Shared, spec: &TableSpec) {
     let batch = rt.fleet.take_history(spec).await;
     if batch.commits.is_empty() {
         return;
@@ -133,7 +133,7 @@ async fn record_history(rt: &Runtime, spec: &TableSpec) {
     }
 }
 
-async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
+async fn record_stale_writes(rt: &Shared, spec: &TableSpec, probe: &Probe) {
     if probe.history.stale_writes.is_empty() {
         return;
     }
@@ -162,7 +162,8 @@ async fn record_stale_writes(rt: &Runtime, spec: &TableSpec, probe: &Probe) {
     {
         return;
     }
-    match crate::enqueue::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await {
+    match crate::jobs::enqueue::enqueue(rt, spec, Operation::Repair, Trigger::Schedule, None).await
+    {
         Ok((job_id, true)) => {
             info!(table = %spec.name, job_id = job_id.0, "repair queued for a stale write")
         }

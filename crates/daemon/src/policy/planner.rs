@@ -10,7 +10,7 @@ use serde::Serialize;
 use tablekeeper_delta::Probe;
 use tablekeeper_inventory::{LogStore, Operation, RewriteOwner, TableSpec};
 
-use crate::overwrite_window;
+use crate::policy::overwrite_window;
 
 /// What the planner concluded for one (table, operation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -271,11 +271,7 @@ fn needed(
     match op {
         Operation::Compact => {
             let min = u64::from(spec.compaction.min_small_files);
-            let qualifying: Vec<(&String, &u64)> = probe
-                .small_files_by_partition
-                .iter()
-                .filter(|(_, n)| **n >= min)
-                .collect();
+            let qualifying: Vec<(&String, &u64)> = compactable_partitions(spec, probe).collect();
             if qualifying.is_empty() {
                 let worst = probe
                     .small_files_by_partition
@@ -364,6 +360,19 @@ fn needed(
 /// Soft-deleted rows are purged once they are this share of the rows in the files holding
 /// them: readers read and filter every deleted row until then, and below it the rewrite costs
 /// more than it saves. An erasure deadline at risk purges whatever the share.
+/// The partitions a scheduled compaction would rewrite, with their small files: those with at
+/// least `compaction.min_small_files` of them.
+pub(crate) fn compactable_partitions<'a>(
+    spec: &TableSpec,
+    probe: &'a Probe,
+) -> impl Iterator<Item = (&'a String, &'a u64)> {
+    let min = u64::from(spec.compaction.min_small_files);
+    probe
+        .small_files_by_partition
+        .iter()
+        .filter(move |(_, n)| **n >= min)
+}
+
 pub(crate) const PURGE_MIN_DELETED_SHARE: f64 = 0.05;
 
 fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision {
@@ -375,7 +384,7 @@ fn purge_needed(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Decision
         .rows_in_files_with_deletion_vectors
         .max(deleted)
         .max(1);
-    if crate::erasure::deadline_at_risk(spec, probe, now) {
+    if crate::policy::erasure::deadline_at_risk(spec, probe, now) {
         return Decision::Run(format!(
             "{deleted} soft-deleted row(s) must be physically gone within the erasure deadline \
              ({}): the purge must run now so VACUUM can delete the old files after the {} \

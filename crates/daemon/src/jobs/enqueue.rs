@@ -7,13 +7,13 @@ use chrono::{DateTime, Utc};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{JobId, NewJob, Trigger};
 
-use crate::planner;
-use crate::runtime::Runtime;
+use crate::policy::planner;
+use crate::shared::Shared;
 
 /// Enqueues (or joins) the job for (table, operation); `tick` is the cron tick a scheduled
 /// job is for. Returns the job id and whether a new row was created.
 pub(crate) async fn enqueue(
-    rt: &Runtime,
+    rt: &Shared,
     spec: &TableSpec,
     op: Operation,
     trigger: Trigger,

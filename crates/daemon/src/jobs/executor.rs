@@ -19,8 +19,8 @@ use tablekeeper_delta::{
 use tablekeeper_inventory::{Operation, TableSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::overwrite_window;
-use crate::planner::{self, Decision, Need, Probed};
+use crate::policy::overwrite_window;
+use crate::policy::planner::{self, Decision, Need, Probed};
 
 /// The smallest bin worth rewriting: a forced compaction merges any two small files of a
 /// partition, whatever `min_small_files` says.
@@ -43,6 +43,10 @@ pub(crate) enum ExecError {
     /// The job store could not be read or written while running the job's tasks (retried).
     #[error("job store: {0}")]
     Store(String),
+    /// The replica is draining and no task of the split job runs: the job goes back to the
+    /// queue for another replica (not a failure).
+    #[error("{0}")]
+    HandedOver(String),
     /// May not run before `until` (an overwrite window is open); not a failure.
     #[error("deferred until {until}: {reason}")]
     Deferred {
@@ -65,7 +69,7 @@ impl ExecError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ExecError::Refused(_) | ExecError::TaskFailed(_) => false,
-            ExecError::Deferred { .. } | ExecError::Store(_) => true,
+            ExecError::Deferred { .. } | ExecError::Store(_) | ExecError::HandedOver(_) => true,
             ExecError::Crashed(crashed) => {
                 matches!(crashed, crate::delta_runtime::Crashed::NoRuntime(_))
             }
@@ -87,7 +91,7 @@ pub(crate) struct RunContext {
     pub forced: bool,
     /// What the checkpoint may delete from the log.
     pub log_cleanup: LogCleanup,
-    /// What VACUUM and log cleanup keep for others: pins, clones, referrers ([`crate::keep`]).
+    /// What VACUUM and log cleanup keep for others: pins, clones, referrers ([`crate::policy::keep`]).
     pub keep: Keep,
 }
 

@@ -1,70 +1,126 @@
-//! A rewrite job spread over replicas through `job_tasks` (README "Tasks").
+//! A rewrite job split into tasks (README "Tasks"), seen through by the worker that claimed
+//! it.
 //!
-//! The worker that claims a compaction, Z-order or purge job plans it ([`crate::executor::plan_tasks`]);
-//! when the plan [`splits`](tablekeeper_delta::TaskPlan::splits), [`add`] stores the tasks
-//! under the job's lease and [`coordinate`] sees the job through: it runs the job's queued tasks
-//! itself, while every other replica's idle workers take them too ([`run_any`], called before a
-//! worker claims a job), waits for the rest, re-plans the partitions whose tasks found their
-//! inputs rewritten by someone else, and adds up what the tasks committed into the job's report.
-//! The job keeps its concurrency key (it stays `running`) the whole time; a task's lease can only
-//! be renewed while its job runs, so no task outlives the job's hold on the table.
+//! The worker that claims a compaction, Z-order or purge job plans it
+//! ([`crate::jobs::executor::plan_tasks`]); when the plan
+//! [`splits`](tablekeeper_delta::TaskPlan::splits), [`add`] stores the tasks under the job's
+//! lease and [`coordinate`] sees the job through: it runs the job's queued tasks itself, while
+//! every other replica's idle workers take them too ([`crate::jobs::tasks::run_any`], called
+//! before a worker claims a job), waits for the rest, re-plans the partitions whose tasks found
+//! their inputs rewritten by someone else, and adds up what the tasks committed into the job's
+//! report. The job keeps its concurrency key (it stays `running`) the whole time; a task's
+//! lease can only be renewed while its job runs, so no task outlives the job's hold on the
+//! table.
 //!
 //! A coordinator that dies leaves its job to the reaper like any job: the next claim finds the
-//! tasks already planned and resumes them. A task whose worker dies is reaped and run again
-//! by anyone; one that runs out of attempts fails the job, which lists what committed.
-//!
-//! Store calls run here, on the main runtime; the Delta work of a task runs on the Delta
-//! runtime ([`crate::delta_runtime`]) under the task's own lease watch.
+//! tasks already planned and resumes them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use tablekeeper_delta::{OpReport, TaskCommits, TaskInput, TaskPlan, TaskRun, TaskSummary};
-use tablekeeper_inventory::TableSpec;
-use tablekeeper_store::{
-    ClaimedJob, ClaimedTask, LeaseClock, StoreError, Task, TaskEnd, TaskEnded, TaskState, Trigger,
-};
+use tablekeeper_delta::{OpReport, TaskCommits, TaskPlan, TaskSummary};
+use tablekeeper_inventory::{Operation, TableSpec};
+use tablekeeper_store::{ClaimedJob, Task, TaskState};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn, Instrument};
+use tracing::{info, warn, Instrument};
 
 use crate::delta_runtime;
-use crate::executor::{self, ExecError, RunContext};
-use crate::lease_watch::{self, Watched};
-use crate::runtime::Runtime;
+use crate::jobs::executor::{self, ExecError, RunContext};
+use crate::jobs::stops::Stops;
+use crate::jobs::tasks::{run_one, store_error, stored, StoredTask, TASK_POLL};
+use crate::shared::Shared;
 
-/// How often a coordinator with nothing of its own to run looks at its job's tasks.
-const TASK_POLL: Duration = Duration::from_secs(1);
+/// The first wait for other replicas' tasks; each wait without news doubles it, up to
+/// [`TASK_POLL`].
+const POLL_FIRST: Duration = Duration::from_millis(100);
 
 /// Rounds of re-planning after tasks found their inputs gone, before the job fails as a
 /// conflict (another writer keeps rewriting the same partitions).
 const MAX_REPLANS: u32 = 3;
 
-/// What `job_tasks.input` holds: the task, the version it was planned at, and which earlier
-/// tasks (re-planned ones) it takes over from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StoredTask {
-    #[serde(flatten)]
-    input: TaskInput,
-    version: i64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    replaces: Vec<i32>,
-    /// Partitions the plan left alone, and why (on the first task only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    refused: Vec<String>,
+/// Whether a rewrite job runs as tasks: true when it does (its tasks stored now, or by an
+/// earlier attempt whose replica stopped: then they are resumed, not planned again), false
+/// when it runs whole here (a plan of one task).
+pub(crate) async fn as_tasks(
+    rt: &Shared,
+    claimed: &ClaimedJob,
+    spec: &TableSpec,
+    ctx: &RunContext,
+    cancel: &CancellationToken,
+) -> Result<bool, ExecError> {
+    let op = claimed.job.operation;
+    let stored = rt
+        .store
+        .tasks(claimed.job.id)
+        .await
+        .map_err(|e| store_error("reading the job's tasks", &e))?;
+    if !stored.is_empty() {
+        info!(
+            tasks = stored.len(),
+            "resuming the tasks an earlier attempt planned"
+        );
+        return Ok(true);
+    }
+    match plan(spec, op, ctx, cancel).await? {
+        Split::Whole => Ok(false),
+        Split::Tasks(plan) => {
+            add(rt, claimed, spec, &plan, &[]).await?;
+            Ok(true)
+        }
+    }
 }
 
-/// What a succeeded task's `result` holds.
-#[derive(Debug, Serialize)]
-struct TaskResult<'a> {
-    worker_id: &'a str,
-    report: &'a OpReport,
+/// How a rewrite runs: whole (a plan of one task), or as the plan's tasks.
+#[derive(Debug)]
+pub(crate) enum Split {
+    Whole,
+    Tasks(TaskPlan),
+}
+
+/// Plans a rewrite as tasks on the Delta runtime, at the table's current version: the one
+/// decision of whether a job splits, for the daemon's workers and `maintain` alike.
+pub(crate) async fn plan(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: &RunContext,
+    cancel: &CancellationToken,
+) -> Result<Split, ExecError> {
+    let planning = delta_runtime::spawn({
+        let (spec, ctx, cancel) = (spec.clone(), ctx.clone(), cancel.clone());
+        async move { executor::plan_tasks(&spec, op, &ctx, cancel).await }.in_current_span()
+    });
+    let plan = planning.await.map_err(ExecError::from).and_then(|p| p)?;
+    Ok(if plan.splits() {
+        Split::Tasks(plan)
+    } else {
+        Split::Whole
+    })
+}
+
+/// A split job's report: what its tasks committed (`parts`), each task's summary, what its
+/// tasks warned of (`warnings`), and "nothing left to rewrite" when no task committed. One
+/// report for the daemon's jobs and `maintain`.
+pub(crate) fn job_report(
+    spec: &TableSpec,
+    op: Operation,
+    version_before: i64,
+    parts: &[TaskCommits],
+    summaries: Vec<TaskSummary>,
+    warnings: Vec<String>,
+    elapsed: Duration,
+) -> OpReport {
+    let mut report = OpReport::of_tasks(op, &spec.path, version_before, parts, summaries, elapsed);
+    report.warnings.extend(warnings);
+    if report.commits.is_empty() {
+        report.skipped = Some("the tasks found nothing left to rewrite".into());
+    }
+    report
 }
 
 /// Stores `plan`'s tasks under the job's lease (after `replaces` when re-planning).
 pub(crate) async fn add(
-    rt: &Runtime,
+    rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     plan: &TaskPlan,
@@ -73,17 +129,11 @@ pub(crate) async fn add(
     let inputs: Vec<serde_json::Value> = plan
         .tasks
         .iter()
-        .enumerate()
-        .map(|(n, input)| {
+        .map(|input| {
             serde_json::to_value(StoredTask {
                 input: input.clone(),
                 version: plan.version,
                 replaces: replaces.to_vec(),
-                refused: if n == 0 {
-                    plan.refused.clone()
-                } else {
-                    Vec::new()
-                },
             })
             .unwrap_or_default()
         })
@@ -113,46 +163,73 @@ pub(crate) async fn add(
 /// Sees a job's tasks through: runs its queued tasks here while other replicas take them
 /// too, waits for the rest, re-plans the stale ones, and returns the job's report. Runs under
 /// the job's lease watch, which drops it when the lease is lost.
+///
+/// When the replica begins to drain it claims no more tasks, and as soon as none of the job's
+/// tasks runs anywhere it hands the job over ([`ExecError::HandedOver`]: the attempt releases
+/// it, and the next replica to claim it resumes its tasks). While some task still runs on
+/// another replica the job keeps its lease, so the table's concurrency key stays held.
 pub(crate) async fn coordinate(
-    rt: &Arc<Runtime>,
+    rt: &Arc<Shared>,
     worker_id: &str,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     ctx: &RunContext,
-    hard_stop: &CancellationToken,
+    stops: &Stops,
 ) -> Result<OpReport, ExecError> {
     let started = Instant::now();
     let job = claimed.job.id;
     let op = claimed.job.operation;
     let mut replans = 0;
+    let mut poll = POLL_FIRST;
     let tasks = loop {
-        let sent = tokio::time::Instant::now().into_std();
-        match rt
-            .store
-            .claim_task(worker_id, rt.config.lease, Some(job))
-            .await
-        {
-            Ok(Some(task)) => {
-                run_one(rt, worker_id, task, sent, hard_stop).await;
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                warn!(error = %e, "cannot claim the job's tasks; retrying");
-                tokio::time::sleep(TASK_POLL).await;
-                continue;
+        if !stops.claiming.is_cancelled() {
+            let sent = tokio::time::Instant::now().into_std();
+            match rt
+                .store
+                .claim_task(worker_id, rt.config.lease, Some(job))
+                .await
+            {
+                Ok(Some(task)) => {
+                    run_one(rt, worker_id, task, sent, &stops.hard).await;
+                    poll = POLL_FIRST;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(error = %e, "cannot claim the job's tasks; retrying");
+                    stops.nap(TASK_POLL).await;
+                    continue;
+                }
             }
         }
         let tasks = match rt.store.tasks(job).await {
             Ok(tasks) => tasks,
             Err(e) => {
                 warn!(error = %e, "cannot read the job's tasks; retrying");
-                tokio::time::sleep(TASK_POLL).await;
+                stops.nap(TASK_POLL).await;
                 continue;
             }
         };
         if tasks.iter().any(|t| !t.state.is_terminal()) {
-            tokio::time::sleep(TASK_POLL).await;
+            if stops.claiming.is_cancelled() && !tasks.iter().any(|t| t.state == TaskState::Running)
+            {
+                let queued = tasks
+                    .iter()
+                    .filter(|t| t.state == TaskState::Queued)
+                    .count();
+                info!(
+                    queued,
+                    "replica draining: handing the job and its queued tasks over"
+                );
+                return Err(ExecError::HandedOver(format!(
+                    "replica shutting down: the job and its {queued} queued task(s) handed over \
+                     to another replica; {}",
+                    committed(&tasks)
+                )));
+            }
+            // others' tasks end on their own time: look again soon, then less often
+            stops.nap(poll).await;
+            poll = (poll * 2).min(TASK_POLL);
             continue;
         }
         if tasks.iter().any(|t| t.state == TaskState::Failed) {
@@ -205,7 +282,6 @@ async fn replan(
     });
     let mut plan = planning.await.map_err(ExecError::from).and_then(|p| p)?;
     plan.tasks.retain(|t| partitions.contains(&t.partition));
-    plan.refused.clear();
     Ok(plan)
 }
 
@@ -223,17 +299,8 @@ fn stale(tasks: &[Task]) -> Vec<i32> {
         .collect()
 }
 
-fn stored(task: &Task) -> Option<StoredTask> {
-    serde_json::from_value(task.input.clone()).ok()
-}
-
 /// The job's report: what its tasks committed, and who ran which.
-fn report(
-    spec: &TableSpec,
-    op: tablekeeper_inventory::Operation,
-    tasks: &[Task],
-    elapsed: Duration,
-) -> OpReport {
+fn report(spec: &TableSpec, op: Operation, tasks: &[Task], elapsed: Duration) -> OpReport {
     let stored: Vec<Option<StoredTask>> = tasks.iter().map(stored).collect();
     let version_before = stored
         .iter()
@@ -251,14 +318,15 @@ fn report(
         .zip(&stored)
         .map(|(task, stored)| summary(task, stored.as_ref()))
         .collect();
-    let mut report = OpReport::of_tasks(op, &spec.path, version_before, &parts, summaries, elapsed);
-    report
-        .warnings
-        .extend(stored.into_iter().flatten().flat_map(|s| s.refused));
-    if report.commits.is_empty() {
-        report.skipped = Some("the tasks found nothing left to rewrite".into());
-    }
-    report
+    job_report(
+        spec,
+        op,
+        version_before,
+        &parts,
+        summaries,
+        Vec::new(),
+        elapsed,
+    )
 }
 
 /// What a succeeded task's result says it committed.
@@ -318,134 +386,6 @@ fn committed(tasks: &[Task]) -> String {
     }
 }
 
-/// Claims a queued task of any running job and runs it. `Ok(true)` when one ran.
-pub(crate) async fn run_any(
-    rt: &Arc<Runtime>,
-    worker_id: &str,
-    hard_stop: &CancellationToken,
-) -> Result<bool, StoreError> {
-    let sent = tokio::time::Instant::now().into_std();
-    match rt
-        .store
-        .claim_task(worker_id, rt.config.lease, None)
-        .await?
-    {
-        Some(task) => {
-            run_one(rt, worker_id, task, sent, hard_stop).await;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
-/// Runs one claimed task under its lease and records how it ended.
-async fn run_one(
-    rt: &Arc<Runtime>,
-    worker_id: &str,
-    claimed: ClaimedTask,
-    claim_sent: Instant,
-    hard_stop: &CancellationToken,
-) {
-    let job = &claimed.job;
-    let op = job.operation;
-    let span = tracing::info_span!("task", job_id = job.id.0, task = claimed.lease.task, table = %job.table_name, operation = %op, attempt = claimed.task.attempt);
-    async {
-        let Some(spec) = rt.fleet.spec(&job.table_name) else {
-            let reason = format!(
-                "table `{}` is not in this replica's inventory; left for a replica that has it",
-                job.table_name
-            );
-            warn!(worker = %worker_id, "{reason}");
-            if let Err(e) = rt.store.release_task(&claimed.lease, &reason).await {
-                warn!(error = %e, "cannot give the task back; the reaper will");
-            }
-            tokio::time::sleep(TASK_POLL).await;
-            return;
-        };
-        let Some(stored) = stored(&claimed.task) else {
-            end(rt, &claimed, TaskEnd::Failed("the task's input in job_tasks is not a task tablekeeper wrote".into())).await;
-            return;
-        };
-        info!(worker = %worker_id, partition = %stored.input.partition, files = stored.input.files.len(), bytes = stored.input.bytes, "task started");
-        let started = Instant::now();
-        let ctx = RunContext {
-            forced: job.trigger == Trigger::Manual,
-            ..RunContext::default()
-        };
-        let cancel = CancellationToken::new();
-        let running = delta_runtime::spawn({
-            let (spec, cancel, input) = (spec.clone(), cancel.clone(), stored.input.clone());
-            async move { executor::run_task(&spec, op, &ctx, &input, cancel).await }
-                .in_current_span()
-        });
-        let end_of = lease_watch::watch(
-            &rt.store,
-            &claimed.lease,
-            LeaseClock::new(claim_sent, rt.config.lease),
-            async { running.await.map_err(ExecError::from).and_then(|run| run) },
-            hard_stop,
-            spec.timeout,
-        )
-        .await;
-        cancel.cancel();
-        let elapsed = started.elapsed();
-        match end_of {
-            Watched::Finished(Ok(TaskRun::Committed(report))) => {
-                info!(elapsed = ?elapsed, commits = ?report.commits, files_removed = report.files_removed, files_added = report.files_added, "task committed");
-                let result = serde_json::to_value(TaskResult { worker_id, report: report.as_ref() }).unwrap_or_default();
-                end(rt, &claimed, TaskEnd::Succeeded(result)).await;
-            }
-            Watched::Finished(Ok(TaskRun::Replan(reason))) => {
-                info!(reason = %reason, "task re-planned: its inputs changed");
-                end(rt, &claimed, TaskEnd::Replanned(reason)).await;
-            }
-            Watched::Finished(Err(e)) => {
-                if matches!(e, ExecError::Delta(tablekeeper_delta::DeltaError::DuplicateRewrite { .. } | tablekeeper_delta::DeltaError::RowsChanged { .. })) {
-                    error!(error = %e, "DATA SAFETY: a task's rewrite failed its row check; investigate before the next maintenance run");
-                }
-                end(rt, &claimed, TaskEnd::Failed(e.to_string())).await;
-            }
-            Watched::TimedOut(limit) => {
-                let message = format!(
-                    "timed out after {}: raise `maintenance.timeout` or lower `maintenance.max_task_bytes`",
-                    humantime::format_duration(limit)
-                );
-                end(rt, &claimed, TaskEnd::Failed(message)).await;
-            }
-            Watched::LeaseLost(_) => {
-                warn!("task abandoned: its lease was lost or its job stopped running; the reaper hands it on");
-            }
-            Watched::Shutdown => {
-                let reason = "replica shutting down: released before shutdown_grace ran out";
-                match rt.store.release_task(&claimed.lease, reason).await {
-                    Ok(true) => info!("task released for another replica"),
-                    Ok(false) => warn!("the task's lease was gone before it could be released"),
-                    Err(e) => warn!(error = %e, "cannot release the task; the reaper will"),
-                }
-            }
-        }
-    }
-    .instrument(span)
-    .await;
-}
-
-async fn end(rt: &Runtime, claimed: &ClaimedTask, end: TaskEnd) {
-    match rt.store.end_task(&claimed.lease, end).await {
-        Ok(TaskEnded::Done(state)) => info!(state = %state, "task ended"),
-        Ok(TaskEnded::Retrying) => warn!("task failed; queued again for any replica"),
-        Ok(TaskEnded::LeaseLost) => {
-            warn!("the task ended but its lease was already lost: another replica owns it now")
-        }
-        Err(e) => {
-            error!(error = %e, "cannot record how the task ended; the reaper requeues it when its lease expires")
-        }
-    }
-}
-
-pub(crate) fn store_error(what: &str, e: &StoreError) -> ExecError {
-    ExecError::Store(format!("{what} failed: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
@@ -489,7 +429,7 @@ mod tests {
 
     #[test]
     fn the_report_adds_up_the_tasks_and_says_who_ran_which() {
-        let spec = crate::planner::tests::spec("");
+        let spec = crate::policy::planner::tests::spec("");
         let tasks = vec![
             task(0, TaskState::Succeeded, &[], &[6]),
             task(1, TaskState::Replanned, &[], &[]),

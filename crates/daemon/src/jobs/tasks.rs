@@ -1,0 +1,174 @@
+//! One task of a split rewrite job (README "Tasks"), run by whichever replica claims it:
+//! [`run_any`] claims a queued task of any running job (every worker tries this before it
+//! claims a job), [`run_one`] runs it under its own lease and records how it ended. What
+//! `job_tasks.input` and `result` hold is defined here ([`StoredTask`], [`TaskResult`]).
+//!
+//! Store calls run here, on the main runtime; the Delta work of a task runs on the Delta
+//! runtime ([`crate::delta_runtime`]) under the task's own lease watch.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tablekeeper_delta::{OpReport, TaskInput, TaskRun};
+use tablekeeper_store::{ClaimedTask, LeaseClock, StoreError, Task, TaskEnd, TaskEnded, Trigger};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn, Instrument};
+
+use crate::delta_runtime;
+use crate::jobs::executor::{self, ExecError, RunContext};
+use crate::jobs::lease_watch::{self, Watched};
+use crate::shared::Shared;
+
+/// How often a coordinator with nothing of its own to run looks at its job's tasks.
+pub(crate) const TASK_POLL: Duration = Duration::from_secs(1);
+
+/// What `job_tasks.input` holds: the task, the version it was planned at, and which earlier
+/// tasks (re-planned ones) it takes over from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredTask {
+    #[serde(flatten)]
+    pub input: TaskInput,
+    pub version: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<i32>,
+}
+
+/// What a succeeded task's `result` holds.
+#[derive(Debug, Serialize)]
+struct TaskResult<'a> {
+    worker_id: &'a str,
+    report: &'a OpReport,
+}
+
+pub(crate) fn stored(task: &Task) -> Option<StoredTask> {
+    serde_json::from_value(task.input.clone()).ok()
+}
+
+/// Claims a queued task of any running job and runs it. `Ok(true)` when one ran.
+pub(crate) async fn run_any(
+    rt: &Arc<Shared>,
+    worker_id: &str,
+    hard_stop: &CancellationToken,
+) -> Result<bool, StoreError> {
+    let sent = tokio::time::Instant::now().into_std();
+    match rt
+        .store
+        .claim_task(worker_id, rt.config.lease, None)
+        .await?
+    {
+        Some(task) => {
+            run_one(rt, worker_id, task, sent, hard_stop).await;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Runs one claimed task under its lease and records how it ended.
+pub(crate) async fn run_one(
+    rt: &Arc<Shared>,
+    worker_id: &str,
+    claimed: ClaimedTask,
+    claim_sent: Instant,
+    hard_stop: &CancellationToken,
+) {
+    let job = &claimed.job;
+    let op = job.operation;
+    let span = tracing::info_span!("task", job_id = job.id.0, task = claimed.lease.task, table = %job.table_name, operation = %op, attempt = claimed.task.attempt);
+    async {
+        let Some(spec) = rt.fleet.spec(&job.table_name) else {
+            let reason = format!(
+                "table `{}` is not in this replica's inventory; left for a replica that has it",
+                job.table_name
+            );
+            warn!(worker = %worker_id, "{reason}");
+            if let Err(e) = rt.store.release_task(&claimed.lease, &reason).await {
+                warn!(error = %e, "cannot give the task back; the reaper will");
+            }
+            tokio::time::sleep(TASK_POLL).await;
+            return;
+        };
+        let Some(stored) = stored(&claimed.task) else {
+            end(rt, &claimed, TaskEnd::Failed("the task's input in job_tasks is not a task tablekeeper wrote".into())).await;
+            return;
+        };
+        info!(worker = %worker_id, partition = %stored.input.partition, files = stored.input.files.len(), bytes = stored.input.bytes, "task started");
+        let started = Instant::now();
+        let ctx = RunContext {
+            forced: job.trigger == Trigger::Manual,
+            ..RunContext::default()
+        };
+        let cancel = CancellationToken::new();
+        let running = delta_runtime::spawn({
+            let (spec, cancel, input) = (spec.clone(), cancel.clone(), stored.input.clone());
+            async move { executor::run_task(&spec, op, &ctx, &input, cancel).await }
+                .in_current_span()
+        });
+        let end_of = lease_watch::watch(
+            &rt.store,
+            &claimed.lease,
+            LeaseClock::new(claim_sent, rt.config.lease),
+            async { running.await.map_err(ExecError::from).and_then(|run| run) },
+            hard_stop,
+            spec.timeout,
+        )
+        .await;
+        cancel.cancel();
+        let elapsed = started.elapsed();
+        match end_of {
+            Watched::Finished(Ok(TaskRun::Committed(report))) => {
+                info!(elapsed = ?elapsed, commits = ?report.commits, files_removed = report.files_removed, files_added = report.files_added, "task committed");
+                let result = serde_json::to_value(TaskResult { worker_id, report: report.as_ref() }).unwrap_or_default();
+                end(rt, &claimed, TaskEnd::Succeeded(result)).await;
+            }
+            Watched::Finished(Ok(TaskRun::Replan(reason))) => {
+                info!(reason = %reason, "task re-planned: its inputs changed");
+                end(rt, &claimed, TaskEnd::Replanned(reason)).await;
+            }
+            Watched::Finished(Err(e)) => {
+                if matches!(e, ExecError::Delta(tablekeeper_delta::DeltaError::DuplicateRewrite { .. } | tablekeeper_delta::DeltaError::RowsChanged { .. })) {
+                    error!(error = %e, "DATA SAFETY: a task's rewrite failed its row check; investigate before the next maintenance run");
+                }
+                end(rt, &claimed, TaskEnd::Failed(e.to_string())).await;
+            }
+            Watched::TimedOut(limit) => {
+                let message = format!(
+                    "timed out after {}: raise `maintenance.timeout` or lower `maintenance.max_task_bytes`",
+                    humantime::format_duration(limit)
+                );
+                end(rt, &claimed, TaskEnd::Failed(message)).await;
+            }
+            Watched::LeaseLost(_) => {
+                warn!("task abandoned: its lease was lost or its job stopped running; the reaper hands it on");
+            }
+            Watched::Shutdown => {
+                let reason = "replica shutting down: released before shutdown_grace ran out";
+                match rt.store.release_task(&claimed.lease, reason).await {
+                    Ok(true) => info!("task released for another replica"),
+                    Ok(false) => warn!("the task's lease was gone before it could be released"),
+                    Err(e) => warn!(error = %e, "cannot release the task; the reaper will"),
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+async fn end(rt: &Shared, claimed: &ClaimedTask, end: TaskEnd) {
+    match rt.store.end_task(&claimed.lease, end).await {
+        Ok(TaskEnded::Done(state)) => info!(state = %state, "task ended"),
+        Ok(TaskEnded::Retrying) => warn!("task failed; queued again for any replica"),
+        Ok(TaskEnded::LeaseLost) => {
+            warn!("the task ended but its lease was already lost: another replica owns it now")
+        }
+        Err(e) => {
+            error!(error = %e, "cannot record how the task ended; the reaper requeues it when its lease expires")
+        }
+    }
+}
+
+pub(crate) fn store_error(what: &str, e: &StoreError) -> ExecError {
+    ExecError::Store(format!("{what} failed: {e}"))
+}
