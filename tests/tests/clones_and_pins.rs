@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tablekeeper_delta::fixtures::peers::{python_rows, run_python};
 use tablekeeper_tests::setup::{first_added_file, TWENTY_APPENDS};
@@ -319,4 +320,122 @@ fn the_restore_drill_names_a_pinned_versions_missing_file() {
         active,
         "the latest version still reads"
     );
+}
+
+/// An inventoried table with no Delta log at its path (a pull request ahead of the table's
+/// first write, a table dropped) can reference nothing: it never blocks another table's
+/// VACUUM, which warns about it. A table whose log exists but cannot be read still refuses a
+/// `maintain` without a job store (nothing tells whether it is a shallow clone); with the job
+/// store, whose stored probes say it references only its own files, it is not even read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_cannot_reference_the_source_never_blocks_its_vacuum() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("silver").join("orders");
+    let broken = dir.path().join("bronze").join("broken");
+    let source_uri = source.to_str().unwrap().to_owned();
+    run_python(TWENTY_APPENDS, &[&source_uri]).unwrap();
+    run_python(TWENTY_APPENDS, &[broken.to_str().unwrap()]).unwrap();
+    let before = python_rows(&source_uri, None).unwrap();
+    let inventory = write(
+        dir.path(),
+        "inventory.yaml",
+        format!(
+            "tables:\n  - name: silver.orders\n    path: \"{source_uri}\"\n    owner: o\n    {SOURCE_RETENTION} }}\n    maintenance:\n      compaction: {{ min_small_files: 2 }}\n  - name: bronze.missing\n    path: \"{}\"\n    owner: o\n  - name: bronze.broken\n    path: \"{}\"\n    owner: o\n",
+            dir.path().join("bronze").join("missing").display(),
+            broken.display()
+        ),
+    );
+    maintained(&inventory, "silver.orders", "compact");
+
+    // the missing table: warned about, not blocking
+    let vacuumed = maintained(&inventory, "silver.orders", "vacuum");
+    assert!(
+        vacuumed["report"]["files_removed"].as_u64() >= Some(20),
+        "the twenty compacted files deleted: {vacuumed}"
+    );
+    let warnings = vacuumed["report"]["warnings"].to_string();
+    assert!(
+        warnings.contains("bronze.missing") && warnings.contains("no Delta log"),
+        "{vacuumed}"
+    );
+    assert_eq!(
+        python_rows(&source_uri, None).unwrap(),
+        before,
+        "no row lost"
+    );
+
+    // a replica probes the fleet and stores what it saw: bronze.broken references only its own
+    // files
+    let db = tablekeeper_store::testing::TestDatabase::create()
+        .await
+        .unwrap();
+    let mut daemon = tablekeeper_tests::Daemon::start(
+        "prober",
+        dir.path(),
+        &[
+            ("TABLEKEEPER_DATABASE_URL", db.url.clone()),
+            ("TABLEKEEPER_INVENTORY", inventory.display().to_string()),
+            ("TABLEKEEPER_PROBE_INTERVAL", "1s".into()),
+        ],
+    )
+    .unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    tablekeeper_tests::jobs::wait_until(Duration::from_secs(60), "bronze.broken's probe", || async {
+        tablekeeper_tests::jobs::count(
+            &pool,
+            "SELECT count(*) FROM table_probes WHERE table_name = 'bronze.broken' AND probe IS NOT NULL",
+        )
+        .await
+            == 1
+    })
+    .await
+    .unwrap();
+    daemon.signal("TERM").unwrap();
+    assert_eq!(daemon.wait_exit(Duration::from_secs(60)).unwrap(), Some(0));
+    pool.close().await;
+
+    // then its log breaks
+    let commit = broken.join("_delta_log").join(format!("{:020}.json", 19));
+    std::fs::write(&commit, "{not json").unwrap();
+    run_python(TWENTY_APPENDS, &[&source_uri]).unwrap();
+    maintained(&inventory, "silver.orders", "compact");
+    let refused = maintain(&inventory, "silver.orders", "vacuum");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("bronze.broken"),
+        "without a job store a table that cannot be read may be a clone: {stderr}"
+    );
+    let with_store = tablekeeper_tests::tablekeeper()
+        .args([
+            "maintain",
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--table",
+            "silver.orders",
+            "--operation",
+            "vacuum",
+        ])
+        .env("TABLEKEEPER_DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&with_store.stderr);
+    assert!(with_store.status.success(), "{stderr}");
+    let vacuumed: serde_json::Value = serde_json::from_slice(&with_store.stdout).unwrap();
+    assert!(
+        vacuumed["report"]["files_removed"].as_u64() >= Some(20),
+        "{vacuumed}"
+    );
+    assert!(
+        !vacuumed["report"]["warnings"]
+            .to_string()
+            .contains("bronze.broken"),
+        "known to reference only its own files, it is not read: {vacuumed}"
+    );
+    assert_eq!(
+        python_rows(&source_uri, None).unwrap().len(),
+        before.len() * 2,
+        "no row lost"
+    );
+    db.drop_db().await.unwrap();
 }

@@ -807,39 +807,37 @@ impl JobStore {
     /// Number of jobs per state; every state is present (0 if none). Reads every job: for
     /// operators and tests; the replicas' gauges read [`JobStore::active_counts`].
     pub async fn counts_by_state(&self) -> Result<BTreeMap<JobState, i64>, StoreError> {
-        self.measured(StoreOp::CountsByState, async {
-            let mut counts: BTreeMap<JobState, i64> =
-                JobState::ALL.iter().map(|state| (*state, 0)).collect();
-            for r in self
-                .dialect
-                .fetch(self.sql().counts_by_state, args!())
-                .await?
-            {
-                counts.insert(r.parsed("state")?, r.int("n")?);
-            }
-            Ok(counts)
-        })
+        self.measured(
+            StoreOp::CountsByState,
+            self.state_counts(self.sql().counts_by_state, JobState::ALL.iter().copied()),
+        )
         .await
     }
 
     /// Jobs queued and running, fleet-wide (`tablekeeper_jobs`); both states present (0 if
     /// none). Reads the active jobs only (`jobs_active`), never the finished history.
     pub async fn active_counts(&self) -> Result<BTreeMap<JobState, i64>, StoreError> {
-        self.measured(StoreOp::ActiveCounts, async {
-            let mut counts: BTreeMap<JobState, i64> = [JobState::Queued, JobState::Running]
-                .into_iter()
-                .map(|state| (state, 0))
-                .collect();
-            for r in self
-                .dialect
-                .fetch(self.sql().active_counts, args!())
-                .await?
-            {
-                counts.insert(r.parsed("state")?, r.int("n")?);
-            }
-            Ok(counts)
-        })
+        self.measured(
+            StoreOp::ActiveCounts,
+            self.state_counts(
+                self.sql().active_counts,
+                [JobState::Queued, JobState::Running],
+            ),
+        )
         .await
+    }
+
+    /// The counts `sql` answers (columns `state`, `n`), every state of `states` present.
+    async fn state_counts(
+        &self,
+        sql: &'static str,
+        states: impl IntoIterator<Item = JobState>,
+    ) -> Result<BTreeMap<JobState, i64>, StoreError> {
+        let mut counts: BTreeMap<JobState, i64> = states.into_iter().map(|s| (s, 0)).collect();
+        for r in self.dialect.fetch(sql, args!()).await? {
+            counts.insert(r.parsed("state")?, r.int("n")?);
+        }
+        Ok(counts)
     }
 
     /// The latest successful finish per (table, operation), ordered by table, operation.

@@ -1088,7 +1088,10 @@ mod suite {
         // what the replicas' gauges read: one row per table, each write counted once
         let counts = store.stale_write_counts().await.unwrap();
         assert_eq!(counts.len(), 1);
-        assert_eq!((counts[0].table_name.as_str(), counts[0].stale_writes), ("t", 4));
+        assert_eq!(
+            (counts[0].table_name.as_str(), counts[0].stale_writes),
+            ("t", 4)
+        );
         assert_eq!(
             counts[0].last_detected_at,
             rows.iter().filter_map(|r| r.detected_at).max()

@@ -45,6 +45,20 @@ fn table_spec() -> SmallFiles {
     }
 }
 
+/// The inventory of the one table `t` at `table`, Z-ordered by `user_id`.
+fn inventory_of(dir: &Path, table: &Path) -> InventoryFile {
+    InventoryFile::write(
+        dir,
+        DEFAULTS,
+        &[TableEntry {
+            name: "t",
+            path: table,
+            extra: "    layout: { zorder: [user_id] }\n",
+        }],
+    )
+    .unwrap()
+}
+
 /// What the log says the commits after `after` removed and added, per version.
 fn commits_after(root: &Path, after: u64) -> BTreeMap<u64, (Vec<String>, Vec<String>)> {
     let mut out = BTreeMap::new();
@@ -111,16 +125,7 @@ async fn spread(operation: &str, kill: bool) {
         .await
         .unwrap();
     let version_before = latest_version(&table).unwrap();
-    let inventory = InventoryFile::write(
-        dir.path(),
-        DEFAULTS,
-        &[TableEntry {
-            name: "t",
-            path: &table,
-            extra: "    layout: { zorder: [user_id] }\n",
-        }],
-    )
-    .unwrap();
+    let inventory = inventory_of(dir.path(), &table);
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     let lease = Duration::from_secs(3);
     let env = daemon_env(&db.url, &inventory.path, lease, 1);
@@ -383,16 +388,7 @@ async fn a_draining_coordinator_claims_no_task_and_hands_its_job_over() {
         .await
         .unwrap();
     let (before, python_before) = both_readers(&uri).await.unwrap();
-    let inventory = InventoryFile::write(
-        dir.path(),
-        DEFAULTS,
-        &[TableEntry {
-            name: "t",
-            path: &table,
-            extra: "",
-        }],
-    )
-    .unwrap();
+    let inventory = inventory_of(dir.path(), &table);
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
     let mut env = daemon_env(&db.url, &inventory.path, Duration::from_secs(3), 1);
     env.retain(|(k, _)| *k != "TABLEKEEPER_SHUTDOWN_GRACE");

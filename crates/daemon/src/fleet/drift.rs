@@ -20,65 +20,82 @@ const DELTA_DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 
 /// Compares the inventory with the live table.
 pub(crate) fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
-    let mut out = Vec::new();
-    if let Some(live) = probe
-        .properties
-        .get("delta.deletedFileRetentionDuration")
-        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
-    {
-        if live != spec.retention.deleted_file_retention {
-            out.push(Drift {
-                kind: DriftKind::Retention,
-                detail: format!(
-                    "inventory says deleted_file_retention {}, table property delta.deletedFileRetentionDuration says {}; VACUUM uses the longer",
-                    humantime::format_duration(spec.retention.deleted_file_retention),
-                    humantime::format_duration(live)
-                ),
-            });
-        }
-    }
-    if let Some((reader, longest)) = spec.longest_reader() {
-        if longest > spec.retention.deleted_file_retention {
-            out.push(Drift {
-                kind: DriftKind::Retention,
-                detail: format!(
-                    "inventory says deleted_file_retention {}, shorter than reader `{reader}`'s \
-                     max_query_duration {}; VACUUM keeps files for the longer, so raise \
-                     retention.deleted_file_retention to at least {}",
-                    humantime::format_duration(spec.retention.deleted_file_retention),
-                    humantime::format_duration(longest),
-                    humantime::format_duration(longest)
-                ),
-            });
-        }
-    }
-    match probe
-        .properties
-        .get("delta.logRetentionDuration")
-        .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
-    {
-        Some(live) if live != spec.retention.log_retention => out.push(Drift {
-            kind: DriftKind::Retention,
+    let mut out = retention_drift(spec, probe);
+    out.extend(protocol_drift(spec, probe));
+    if spec.layout.partition_by != probe.partition_columns {
+        out.push(Drift {
+            kind: DriftKind::Partitioning,
             detail: format!(
-                "inventory says log_retention {}, table property delta.logRetentionDuration says {}; log cleanup uses the longer",
-                humantime::format_duration(spec.retention.log_retention),
-                humantime::format_duration(live)
+                "inventory `layout.partition_by` is [{}], the table is partitioned by [{}]",
+                spec.layout.partition_by.join(", "),
+                probe.partition_columns.join(", ")
             ),
-        }),
+        });
+    }
+    out
+}
+
+/// The VACUUM window and the log retention: inventory, table properties and readers.
+fn retention_drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
+    let mut out = Vec::new();
+    let retention = |detail: String| Drift {
+        kind: DriftKind::Retention,
+        detail,
+    };
+    let property = |key: &str| {
+        probe
+            .properties
+            .get(key)
+            .and_then(|v| tablekeeper_delta::parse_delta_interval(v).ok())
+    };
+    if let Some(live) = property("delta.deletedFileRetentionDuration")
+        .filter(|live| *live != spec.retention.deleted_file_retention)
+    {
+        out.push(retention(format!(
+            "inventory says deleted_file_retention {}, table property delta.deletedFileRetentionDuration says {}; VACUUM uses the longer",
+            humantime::format_duration(spec.retention.deleted_file_retention),
+            humantime::format_duration(live)
+        )));
+    }
+    if let Some((reader, longest)) = spec
+        .longest_reader()
+        .filter(|(_, longest)| *longest > spec.retention.deleted_file_retention)
+    {
+        out.push(retention(format!(
+            "inventory says deleted_file_retention {}, shorter than reader `{reader}`'s \
+             max_query_duration {}; VACUUM keeps files for the longer, so raise \
+             retention.deleted_file_retention to at least {}",
+            humantime::format_duration(spec.retention.deleted_file_retention),
+            humantime::format_duration(longest),
+            humantime::format_duration(longest)
+        )));
+    }
+    match property("delta.logRetentionDuration") {
+        Some(live) if live != spec.retention.log_retention => out.push(retention(format!(
+            "inventory says log_retention {}, table property delta.logRetentionDuration says {}; log cleanup uses the longer",
+            humantime::format_duration(spec.retention.log_retention),
+            humantime::format_duration(live)
+        ))),
         Some(_) => {}
         // Other writers clean the log up after every commit with the table's retention, Delta's
         // 30 days when the property is absent: a longer inventory retention is not what they do.
-        None if spec.retention.log_retention > DELTA_DEFAULT_LOG_RETENTION => out.push(Drift {
-            kind: DriftKind::Retention,
-            detail: format!(
+        None if spec.retention.log_retention > DELTA_DEFAULT_LOG_RETENTION => {
+            out.push(retention(format!(
                 "inventory says log_retention {}, but the table sets no delta.logRetentionDuration, so \
                  other writers delete log files after Delta's default 30 days (tablekeeper keeps their \
                  history in table_commits); set the property to match",
                 humantime::format_duration(spec.retention.log_retention)
-            ),
-        }),
+            )))
+        }
         None => {}
     }
+    out
+}
+
+/// Features declared in `protocol.features` but not on the table, and the other way round.
+fn protocol_drift(spec: &TableSpec, probe: &Probe) -> Option<Drift> {
+    // Features that writer version 7 lists explicitly but older protocols implied.
+    const IMPLICIT: &[&str] = &["appendOnly", "invariants"];
     let live_features: std::collections::BTreeSet<&str> = probe
         .reader_features
         .iter()
@@ -92,43 +109,28 @@ pub(crate) fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
         .map(String::as_str)
         .filter(|f| !live_features.contains(f) && !feature_enabled_by_property(probe, f))
         .collect();
-    // Features that writer version 7 lists explicitly but older protocols implied.
-    const IMPLICIT: &[&str] = &["appendOnly", "invariants"];
     let undeclared: Vec<&str> = live_features
         .iter()
         .copied()
         .filter(|f| !IMPLICIT.contains(f) && !spec.protocol.features.iter().any(|d| d == f))
         .collect();
-    if !missing.is_empty() || !undeclared.is_empty() {
-        let mut parts = Vec::new();
-        if !missing.is_empty() {
-            parts.push(format!(
-                "declared but not on the table: [{}]",
-                missing.join(", ")
-            ));
-        }
-        if !undeclared.is_empty() {
-            parts.push(format!(
-                "on the table but not declared in `protocol.features`: [{}]",
-                undeclared.join(", ")
-            ));
-        }
-        out.push(Drift {
-            kind: DriftKind::Protocol,
-            detail: parts.join("; "),
-        });
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!(
+            "declared but not on the table: [{}]",
+            missing.join(", ")
+        ));
     }
-    if spec.layout.partition_by != probe.partition_columns {
-        out.push(Drift {
-            kind: DriftKind::Partitioning,
-            detail: format!(
-                "inventory `layout.partition_by` is [{}], the table is partitioned by [{}]",
-                spec.layout.partition_by.join(", "),
-                probe.partition_columns.join(", ")
-            ),
-        });
+    if !undeclared.is_empty() {
+        parts.push(format!(
+            "on the table but not declared in `protocol.features`: [{}]",
+            undeclared.join(", ")
+        ));
     }
-    out
+    (!parts.is_empty()).then(|| Drift {
+        kind: DriftKind::Protocol,
+        detail: parts.join("; "),
+    })
 }
 
 /// Legacy (pre-table-features) protocols turn some features on by table property.

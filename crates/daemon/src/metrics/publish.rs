@@ -80,9 +80,11 @@ fn erasure_figures(spec: &TableSpec, probe: &Probe, now: DateTime<Utc>) -> Optio
             .history_known()
             .then(|| crate::policy::erasure::erasure_pending(probe, now)),
     };
+    let still_on_storage =
+        figures.deleted_rows > 0 || figures.pending.is_some_and(|p| !p.is_zero());
     let asked = spec.retention.erasure_deadline.is_some()
         || crate::policy::erasure::uses_deletion_vectors(probe)
-        || figures != ErasureFigures::default();
+        || still_on_storage;
     asked.then_some(figures)
 }
 

@@ -6,6 +6,7 @@
 //!
 //! It survives any single failure: it logs with fields and goes on.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,28 +44,44 @@ pub(crate) async fn refresh_failure_streaks(rt: &Shared) {
             return;
         }
     };
-    let mut by_table: std::collections::BTreeMap<String, Vec<tablekeeper_store::FailureStreak>> =
-        Default::default();
-    for streak in streaks {
+    per_table(
+        rt,
+        streaks,
+        |s| &s.table_name,
+        |spec, streaks| {
+            rt.fleet.update_state(&spec.name, |s| {
+                s.consecutive_failures.clear();
+                s.last_failure.clear();
+                for streak in streaks {
+                    let op = streak.operation;
+                    s.consecutive_failures.insert(op, streak.failures);
+                    s.last_failure.insert(
+                        op,
+                        (streak.last_failed_at, streak.last_error.unwrap_or_default()),
+                    );
+                }
+            });
+        },
+    );
+}
+
+/// Hands each inventoried table its rows of `rows` (none when it has none): what the job
+/// store says of the fleet, read in one query, applied table by table.
+fn per_table<R>(
+    rt: &Shared,
+    rows: Vec<R>,
+    table_of: impl Fn(&R) -> &String,
+    mut apply: impl FnMut(&tablekeeper_inventory::TableSpec, Vec<R>),
+) {
+    let mut by_table: BTreeMap<String, Vec<R>> = BTreeMap::new();
+    for row in rows {
         by_table
-            .entry(streak.table_name.clone())
+            .entry(table_of(&row).clone())
             .or_default()
-            .push(streak);
+            .push(row);
     }
     for spec in &rt.fleet.inventory().tables {
-        let streaks = by_table.remove(&spec.name).unwrap_or_default();
-        rt.fleet.update_state(&spec.name, |s| {
-            s.consecutive_failures.clear();
-            s.last_failure.clear();
-            for streak in streaks {
-                let op = streak.operation;
-                s.consecutive_failures.insert(op, streak.failures);
-                s.last_failure.insert(
-                    op,
-                    (streak.last_failed_at, streak.last_error.unwrap_or_default()),
-                );
-            }
-        });
+        apply(spec, by_table.remove(&spec.name).unwrap_or_default());
     }
 }
 
@@ -106,34 +123,32 @@ async fn refresh_store_gauges(rt: &Shared) {
     // Stale writes any replica recorded: the counter follows the store's count, so every
     // replica exports the same value and a restart neither loses nor repeats one.
     match rt.store.stale_write_counts().await {
-        Ok(rows) => {
-            let mut by_table: std::collections::BTreeMap<String, _> = rows
-                .into_iter()
-                .map(|r| (r.table_name.clone(), r))
-                .collect();
-            for spec in &rt.fleet.inventory().tables {
-                let (count, last_detected) = by_table
-                    .remove(&spec.name)
+        Ok(rows) => per_table(
+            rt,
+            rows,
+            |r| &r.table_name,
+            |spec, mut rows| {
+                let (count, last_detected) = rows
+                    .pop()
                     .map_or((0, None), |r| (r.stale_writes, r.last_detected_at));
                 rt.metrics.set_stale_writes(
                     &spec.name,
                     u64::try_from(count).unwrap_or(0),
                     last_detected,
                 );
-            }
-        }
+            },
+        ),
         Err(e) => warn!(error = %e, "cannot read stale writes"),
     }
     // Rewrites by other engines, from the history every replica records: the same count on
     // every replica, the alert's time only where tablekeeper owns the table's rewrites.
     match rt.store.foreign_rewrites().await {
-        Ok(rows) => {
-            let mut by_table: std::collections::BTreeMap<String, _> = rows
-                .into_iter()
-                .map(|r| (r.table_name.clone(), r))
-                .collect();
-            for spec in &rt.fleet.inventory().tables {
-                let row = by_table.remove(&spec.name);
+        Ok(rows) => per_table(
+            rt,
+            rows,
+            |r| &r.table_name,
+            |spec, mut rows| {
+                let row = rows.pop();
                 if let Some(r) = &row {
                     let owned =
                         spec.writers.rewrites == tablekeeper_inventory::RewriteOwner::Tablekeeper;
@@ -146,27 +161,21 @@ async fn refresh_store_gauges(rt: &Shared) {
                 }
                 rt.fleet
                     .update_state(&spec.name, |s| s.foreign_rewrites = row);
-            }
-        }
+            },
+        ),
         Err(e) => warn!(error = %e, "cannot read other engines' rewrites"),
     }
     // Pins added through the API on any replica: the restore drill checks them.
     match rt.store.pins(None).await {
-        Ok(pins) => {
-            let mut by_table: std::collections::BTreeMap<String, Vec<tablekeeper_store::TablePin>> =
-                Default::default();
-            for pin in pins {
-                by_table
-                    .entry(pin.table_name.clone())
-                    .or_default()
-                    .push(pin);
-            }
-            for spec in &rt.fleet.inventory().tables {
-                let pins = by_table.remove(&spec.name).unwrap_or_default();
+        Ok(pins) => per_table(
+            rt,
+            pins,
+            |p| &p.table_name,
+            |spec, pins| {
                 rt.fleet
                     .update_state(&spec.name, |s| s.api_pins = Some(pins));
-            }
-        }
+            },
+        ),
         Err(e) => warn!(error = %e, "cannot read pins"),
     }
     // Pauses set through the API on any replica.
