@@ -25,6 +25,8 @@ pub struct Cli {
 pub enum OutputFormat {
     Text,
     Json,
+    /// A pull-request comment (with `--base` only).
+    Markdown,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,6 +55,11 @@ pub enum Command {
         /// Exit 0 even when a table cannot be read (for CI jobs without storage access).
         #[arg(long)]
         allow_unreadable: bool,
+        /// Compare with this inventory and show only what changed, with its consequences:
+        /// a path, or `git:REF` for the inventory at that ref of its git repository. Exit 4
+        /// when a consequence is blocking.
+        #[arg(long, requires = "inventory")]
+        base: Option<String>,
     },
     /// Run one operation on one table now, in the foreground, without a job store; prints the result as JSON.
     Maintain {

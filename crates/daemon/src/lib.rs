@@ -20,6 +20,7 @@ mod logging;
 mod metrics;
 mod policy;
 mod replica;
+mod review;
 mod schedule;
 mod shared;
 
@@ -57,7 +58,15 @@ pub fn main() -> ExitCode {
                 inventory,
                 format,
                 allow_unreadable,
-            } => commands::plan::run(config, inventory, format, allow_unreadable).await,
+                base,
+            } => match (base, inventory) {
+                (Some(base), Some(inventory)) => {
+                    commands::review::run(&inventory, &base, format, allow_unreadable).await
+                }
+                (_, inventory) => {
+                    commands::plan::run(config, inventory, format, allow_unreadable).await
+                }
+            },
             Command::Maintain {
                 inventory,
                 table,

@@ -69,6 +69,9 @@ pub use report::{
     MAX_REPORTED_PATHS,
 };
 pub use retention::keep::{Keep, Pin, PinTarget, Referrer, Standing};
+pub use retention::preview::{
+    preview_retention, Footprint, RetentionPreview, RetentionSettings, WindowStart,
+};
 pub use retention::vacuum::{vacuum, VacuumMode, VacuumOptions};
 pub use retention::window::{
     effective_log_retention, effective_retention, parse_delta_interval, RETENTION_FLOOR,

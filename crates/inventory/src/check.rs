@@ -61,7 +61,7 @@ pub(crate) const RETENTION_KEYS: &[&str] = &[
     "pins",
 ];
 pub(crate) const PROTOCOL_KEYS: &[&str] = &["features"];
-pub(crate) const READER_KEYS: &[&str] = &["name", "max_query_duration"];
+pub(crate) const READER_KEYS: &[&str] = &["name", "engine", "version", "max_query_duration"];
 /// Keys of a table's `maintenance:` block.
 pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "paused",
@@ -633,7 +633,7 @@ fn sub_block<'n>(
 }
 
 /// `readers:`: a list of names (`spark-4.0-platform-image`) or of
-/// `{ name, max_query_duration }` mappings, each name once.
+/// `{ name, engine, version, max_query_duration }` mappings, each name once.
 fn read_readers(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<Vec<Reader>> {
     let Value::Seq(items) = &node.value else {
         ctx.error(
@@ -660,13 +660,17 @@ fn read_readers(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<Vec<Reade
                     Keys {
                         known: READER_KEYS,
                         elsewhere: &[],
-                        note: Some("e.g. `{ name: trino-prod, max_query_duration: 12h }`"),
+                        note: Some(
+                            "e.g. `{ name: trino-prod, engine: trino, version: \"476\", max_query_duration: 12h }`",
+                        ),
                     },
                 ) else {
                     ok = false;
                     continue;
                 };
                 let name = block.read(ctx, "name", read_nonempty);
+                let engine = block.read(ctx, "engine", read_nonempty);
+                let version = block.read(ctx, "version", read_nonempty);
                 let max_query_duration = block.read(ctx, "max_query_duration", read_duration);
                 let Field::Set(name) = name else {
                     if matches!(name, Field::Absent) {
@@ -679,17 +683,24 @@ fn read_readers(ctx: &mut Ctx<'_>, node: &Node, field: &str) -> Option<Vec<Reade
                     ok = false;
                     continue;
                 };
-                if matches!(max_query_duration, Field::Invalid) {
+                if matches!(max_query_duration, Field::Invalid)
+                    || matches!(engine, Field::Invalid)
+                    || matches!(version, Field::Invalid)
+                {
                     ok = false;
                 }
                 Reader {
                     name: name.value,
+                    engine: engine.get().cloned(),
+                    version: version.get().cloned(),
                     max_query_duration: max_query_duration.get().copied(),
                 }
             }
             _ => match read_nonempty(ctx, item, &path) {
                 Some(name) => Reader {
                     name,
+                    engine: None,
+                    version: None,
                     max_query_duration: None,
                 },
                 None => {

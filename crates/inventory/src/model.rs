@@ -243,6 +243,10 @@ pub enum PinAt {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reader {
     pub name: String,
+    /// The engine it runs (`trino`, `databricks`, `delta-spark`, ...) and its version, for
+    /// `plan --base` to check that it can read the table's features.
+    pub engine: Option<String>,
+    pub version: Option<String>,
     /// The longest a query of this reader runs: a query started on a version must find its
     /// files, so VACUUM keeps every file a version this recent still needs.
     #[serde(serialize_with = "serialize_optional_duration")]

@@ -150,6 +150,12 @@ pub(crate) enum ReaderEntry {
 #[serde(deny_unknown_fields)]
 pub(crate) struct TimedReaderEntry {
     pub name: String,
+    /// The engine it runs: `delta-spark`, `databricks`, `trino`, `athena`, `delta-rs`,
+    /// `duckdb`, `snowflake`, `bigquery`, `fabric`, ... (`plan --base` checks that it can read
+    /// the table's features).
+    pub engine: Option<String>,
+    /// The engine's version, e.g. `"476"` for Trino or `"15.4"` for Databricks Runtime.
+    pub version: Option<String>,
     /// How long its longest query runs, e.g. `12h`: files a version this recent needs stay.
     pub max_query_duration: Option<DurationText>,
 }

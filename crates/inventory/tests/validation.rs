@@ -631,6 +631,39 @@ fn unknown_topology_and_log_store_values_list_the_allowed_ones() {
 }
 
 #[test]
+fn readers_may_name_their_engine_and_version() {
+    let inv = valid(&table_with(&[
+        "    readers: [{ name: trino-prod, engine: trino, version: \"476\" }]",
+    ]));
+    let reader = &inv.tables[0].readers[0];
+    assert_eq!(
+        (reader.engine.as_deref(), reader.version.as_deref()),
+        (Some("trino"), Some("476"))
+    );
+    let problems = problems_of(&table_with(&[
+        "    readers:",
+        "      - { name: a, engine: trino, version: 476 }",
+        "      - { name: b, engin: trino }",
+    ]));
+    expect(
+        &problems,
+        6,
+        44,
+        T,
+        Some("readers[0].version"),
+        "put it in quotes",
+    );
+    expect(
+        &problems,
+        7,
+        20,
+        T,
+        Some("readers[1].engin"),
+        "did you mean `engine`",
+    );
+}
+
+#[test]
 fn readers_may_say_how_long_their_queries_run() {
     let inv = valid(&table_with(&[
         "    readers: [spark-4.0-platform-image, { name: trino-prod, max_query_duration: 12h }]",

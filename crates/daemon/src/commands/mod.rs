@@ -7,6 +7,7 @@ pub mod migrate;
 pub mod plan;
 mod progress;
 pub mod repair;
+pub mod review;
 pub mod run;
 pub mod schema;
 pub mod validate;
@@ -22,6 +23,8 @@ pub const EXIT_INVALID: u8 = 1;
 pub const EXIT_UNUSABLE: u8 = 2;
 /// Exit code of `plan` when a table cannot be read (DESIGN.md "CLI").
 pub const EXIT_UNREADABLE: u8 = 3;
+/// Exit code of `plan --base` when a consequence of the change is blocking (DESIGN.md "CLI").
+pub const EXIT_BLOCKING: u8 = 4;
 
 /// Loads an inventory for commands that need a valid one, printing every problem.
 pub fn load_inventory_or_report(path: &Path) -> Result<Inventory, ExitCode> {

@@ -65,6 +65,10 @@ pub async fn run(
             }
         }
         OutputFormat::Text => print!("{}", render_text(&views)),
+        OutputFormat::Markdown => {
+            eprintln!("error: `--format markdown` is the pull-request view: pass `--base BASE` with `--inventory`");
+            return ExitCode::from(super::EXIT_UNUSABLE);
+        }
     }
     // a table plan could not read for any reason fails the check: a pull request must not
     // pass on tables nobody could look at

@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod error;
+mod prices;
 mod raw;
 mod sources;
 mod storage;
 
 pub use error::ConfigError;
+pub use prices::Prices;
 use sources::Sources;
 pub use storage::{apply_storage_options, storage_options_from_env};
 

@@ -272,7 +272,7 @@ fn no_cleanup_reason(cleanup: &LogCleanup, keep_from: u64) -> String {
 /// (time travel to the cutoff lands on it), by the later of its commit time and its file time,
 /// so a disagreement between the two keeps more, never less. The oldest listed version when all
 /// are newer.
-async fn oldest_in_window(
+pub(crate) async fn oldest_in_window(
     table: &deltalake::DeltaTable,
     uri: &str,
     listing: &LogListing,
