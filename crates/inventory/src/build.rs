@@ -43,19 +43,8 @@ pub(crate) fn build_table(
     let path = draft.path.get()?;
     let owner = draft.owner.get()?.clone();
 
-    let has_zorder_columns = draft.zorder.get().is_some_and(|cols| !cols.is_empty());
-    let zorder_enabled = match (own.zorder.enabled.get(), fleet.zorder.enabled.get()) {
-        (Some(enabled), _) => *enabled,
-        // A fleet-wide `enabled: true` means "wherever columns are declared".
-        (None, Some(enabled)) => *enabled && has_zorder_columns,
-        (None, None) => has_zorder_columns,
-    };
-    let builtin = |text: &str| Schedule::parse(text).ok();
-    let target_file_size = own
-        .compaction
-        .target_file_size
-        .or(fleet.compaction.target_file_size)
-        .unwrap_or(defaults::COMPACTION_TARGET_FILE_SIZE);
+    let operations = operations_of(draft, own, fleet)?;
+    let target_file_size = operations.compaction.target_file_size;
 
     Some(TableSpec {
         concurrency_key: draft
@@ -70,36 +59,8 @@ pub(crate) fn build_table(
             .timezone
             .or(fleet.timezone)
             .unwrap_or(defaults::TIMEZONE),
-        writers: Writers {
-            topology: draft
-                .topology
-                .get()
-                .copied()
-                .unwrap_or(Topology::SingleWriter),
-            log_store: draft.log_store.get().copied(),
-            rewrites: draft
-                .rewrites
-                .get()
-                .copied()
-                .unwrap_or(RewriteOwner::Tablekeeper),
-            commit_budget_per_hour: draft.commit_budget_per_hour,
-            overwrites: draft
-                .overwrites
-                .get()
-                .map(|(schedule, duration)| OverwriteWindow {
-                    schedule: schedule.clone(),
-                    duration: *duration,
-                }),
-        },
-        layout: Layout {
-            partition_by: names(&draft.partition_by),
-            optimize_write: draft.optimize_write.unwrap_or(defaults::OPTIMIZE_WRITE),
-            zorder: names(&draft.zorder),
-            min_average_file_size: draft
-                .min_average_file_size
-                .unwrap_or(target_file_size / defaults::MIN_AVERAGE_FILE_SIZE_DIVISOR),
-            compression: draft.compression.unwrap_or_default(),
-        },
+        writers: writers_of(draft),
+        layout: layout_of(draft, target_file_size),
         retention,
         protocol: ProtocolSpec {
             features: draft.features.clone(),
@@ -115,6 +76,87 @@ pub(crate) fn build_table(
             .max_task_bytes
             .or(fleet.max_task_bytes)
             .unwrap_or(defaults::MAX_TASK_BYTES),
+        compaction: operations.compaction,
+        zorder: operations.zorder,
+        vacuum: operations.vacuum,
+        checkpoint: operations.checkpoint,
+        purge: operations.purge,
+        auto_repair: own
+            .auto_repair
+            .or(fleet.auto_repair)
+            .unwrap_or(defaults::AUTO_REPAIR),
+        source: SourceRef {
+            file: draft.file.clone(),
+            line: draft.loc.line,
+            column: draft.loc.column,
+        },
+    })
+}
+
+/// `writers:`, defaults applied.
+fn writers_of(draft: &TableDraft) -> Writers {
+    Writers {
+        topology: draft
+            .topology
+            .get()
+            .copied()
+            .unwrap_or(Topology::SingleWriter),
+        log_store: draft.log_store.get().copied(),
+        rewrites: draft
+            .rewrites
+            .get()
+            .copied()
+            .unwrap_or(RewriteOwner::Tablekeeper),
+        commit_budget_per_hour: draft.commit_budget_per_hour,
+        overwrites: draft
+            .overwrites
+            .get()
+            .map(|(schedule, duration)| OverwriteWindow {
+                schedule: schedule.clone(),
+                duration: *duration,
+            }),
+    }
+}
+
+/// `layout:`, defaults applied (the average-size threshold from the compaction target).
+fn layout_of(draft: &TableDraft, target_file_size: u64) -> Layout {
+    Layout {
+        partition_by: names(&draft.partition_by),
+        optimize_write: draft.optimize_write.unwrap_or(defaults::OPTIMIZE_WRITE),
+        zorder: names(&draft.zorder),
+        min_average_file_size: draft
+            .min_average_file_size
+            .unwrap_or(target_file_size / defaults::MIN_AVERAGE_FILE_SIZE_DIVISOR),
+        compression: draft.compression.unwrap_or_default(),
+    }
+}
+
+/// Each operation's settings: the table's own, else the inventory's `defaults:`, else the
+/// built-in ones.
+struct Operations {
+    compaction: CompactionSpec,
+    zorder: ZorderSpec,
+    vacuum: VacuumSpec,
+    checkpoint: CheckpointSpec,
+    purge: PurgeSpec,
+}
+
+/// The operations of `draft`, merged: `None` only when a built-in schedule fails to parse.
+fn operations_of(draft: &TableDraft, own: &Settings, fleet: &Settings) -> Option<Operations> {
+    let has_zorder_columns = draft.zorder.get().is_some_and(|cols| !cols.is_empty());
+    let zorder_enabled = match (own.zorder.enabled.get(), fleet.zorder.enabled.get()) {
+        (Some(enabled), _) => *enabled,
+        // A fleet-wide `enabled: true` means "wherever columns are declared".
+        (None, Some(enabled)) => *enabled && has_zorder_columns,
+        (None, None) => has_zorder_columns,
+    };
+    let builtin = |text: &str| Schedule::parse(text).ok();
+    let target_file_size = own
+        .compaction
+        .target_file_size
+        .or(fleet.compaction.target_file_size)
+        .unwrap_or(defaults::COMPACTION_TARGET_FILE_SIZE);
+    Some(Operations {
         compaction: CompactionSpec {
             enabled: enabled(&own.compaction, &fleet.compaction),
             schedule: schedule(&own.compaction, &fleet.compaction)
@@ -155,15 +197,6 @@ pub(crate) fn build_table(
             enabled: enabled(&own.purge, &fleet.purge),
             schedule: schedule(&own.purge, &fleet.purge)
                 .or_else(|| builtin(defaults::PURGE_SCHEDULE))?,
-        },
-        auto_repair: own
-            .auto_repair
-            .or(fleet.auto_repair)
-            .unwrap_or(defaults::AUTO_REPAIR),
-        source: SourceRef {
-            file: draft.file.clone(),
-            line: draft.loc.line,
-            column: draft.loc.column,
         },
     })
 }
@@ -230,7 +263,22 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
         .copied()
         .unwrap_or(defaults::LOG_RETENTION);
     let allow_short = draft.allow_short_retention.get().copied().unwrap_or(false);
+    check_safety_floor(ctx, draft, allow_short);
+    check_log_outlasts_files(ctx, draft, log, deleted);
+    check_clones_are_others(ctx, draft);
+    check_erasure_deadline(ctx, draft, deleted);
+    Retention {
+        deleted_file_retention: deleted,
+        log_retention: log,
+        allow_short_retention: allow_short,
+        erasure_deadline: draft.erasure_deadline.at().map(|at| at.value),
+        clones: draft.clones.get().cloned().unwrap_or_default(),
+        pins: draft.pins.clone(),
+    }
+}
 
+/// `deleted_file_retention` under Delta's 168h floor needs `allow_short_retention`.
+fn check_safety_floor(ctx: &mut Ctx<'_>, draft: &TableDraft, allow_short: bool) {
     if let Some(at) = draft.deleted_file_retention.at() {
         if at.value < defaults::MIN_SAFE_RETENTION
             && !allow_short
@@ -249,6 +297,15 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
             );
         }
     }
+}
+
+/// The log must be kept at least as long as the files: time travel needs both.
+fn check_log_outlasts_files(
+    ctx: &mut Ctx<'_>,
+    draft: &TableDraft,
+    log: Duration,
+    deleted: Duration,
+) {
     if log < deleted
         && !draft.log_retention.is_invalid()
         && !draft.deleted_file_retention.is_invalid()
@@ -273,6 +330,10 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
             ),
         );
     }
+}
+
+/// `retention.clones` lists other tables, never the table itself.
+fn check_clones_are_others(ctx: &mut Ctx<'_>, draft: &TableDraft) {
     if let (Some(path), Some(clones)) = (draft.path.get(), draft.clones.at()) {
         if clones.value.contains(&path.normalized) {
             ctx.error(
@@ -285,7 +346,10 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
             );
         }
     }
-    let erasure_deadline = draft.erasure_deadline.at().map(|at| at.value);
+}
+
+/// An erasure deadline must outlast what VACUUM keeps: the retention and the longest reader.
+fn check_erasure_deadline(ctx: &mut Ctx<'_>, draft: &TableDraft, deleted: Duration) {
     // VACUUM waits for the longest reader's queries too (`TableSpec::vacuum_window`)
     if let Some(reader) = draft
         .readers
@@ -327,14 +391,6 @@ fn check_retention(ctx: &mut Ctx<'_>, draft: &TableDraft) -> Retention {
                 ),
             );
         }
-    }
-    Retention {
-        deleted_file_retention: deleted,
-        log_retention: log,
-        allow_short_retention: allow_short,
-        erasure_deadline,
-        clones: draft.clones.get().cloned().unwrap_or_default(),
-        pins: draft.pins.clone(),
     }
 }
 

@@ -377,20 +377,25 @@ pub(crate) fn check_file(
     draft
 }
 
+/// The table's `name:` as written, when it is a non-empty string.
+fn name_of(node: &Node) -> Option<String> {
+    let Value::Map(entries) = &node.value else {
+        return None;
+    };
+    entries
+        .iter()
+        .find(|e| e.key.as_deref() == Some("name"))
+        .and_then(|e| match &e.value.value {
+            Value::Str(s) if !s.trim().is_empty() => Some(s.clone()),
+            _ => None,
+        })
+}
+
 /// Reads one table; `None` when the node is not a mapping (already reported).
 fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
     // Label problems with the table's name as early as possible, even a name that breaks
     // the naming rule: it is what the user searches for.
-    let label = match &node.value {
-        Value::Map(entries) => entries
-            .iter()
-            .find(|e| e.key.as_deref() == Some("name"))
-            .and_then(|e| match &e.value.value {
-                Value::Str(s) if !s.trim().is_empty() => Some(s.clone()),
-                _ => None,
-            }),
-        _ => None,
-    };
+    let label = name_of(node);
     let mut ctx = Ctx {
         file: file_ctx.file,
         table: label.clone(),
@@ -471,7 +476,26 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
         maintenance: Settings::default(),
     };
 
-    if let Some(writers) = sub_block(ctx, &block, "writers", WRITERS_KEYS, &[]) {
+    read_writers(ctx, &block, &mut draft);
+    read_layout(ctx, &block, &mut draft);
+    read_retention(ctx, &block, &mut draft);
+    if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
+        draft.features = plain_list(protocol.read(ctx, "features", read_string_list));
+    }
+    if let Field::Set(readers) = block.read(ctx, "readers", read_readers) {
+        draft.readers = readers.value;
+    }
+    if let Some(node) = block.node("maintenance") {
+        if let Some(settings) = check_settings(ctx, node, "maintenance", true) {
+            draft.maintenance = settings;
+        }
+    }
+    Some(draft)
+}
+
+/// The table's `writers:` block into `draft`.
+fn read_writers(ctx: &mut Ctx<'_>, block: &Block<'_>, draft: &mut TableDraft) {
+    if let Some(writers) = sub_block(ctx, block, "writers", WRITERS_KEYS, &[]) {
         draft.topology = writers.read(ctx, "topology", |ctx, node, field| {
             read_choice(
                 ctx,
@@ -513,7 +537,11 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
             )
         });
     }
-    if let Some(layout) = sub_block(ctx, &block, "layout", LAYOUT_KEYS, &[]) {
+}
+
+/// The table's `layout:` block into `draft`.
+fn read_layout(ctx: &mut Ctx<'_>, block: &Block<'_>, draft: &mut TableDraft) {
+    if let Some(layout) = sub_block(ctx, block, "layout", LAYOUT_KEYS, &[]) {
         draft.partition_by = layout.read(ctx, "partition_by", read_string_list);
         draft.optimize_write = layout.read(ctx, "optimize_write", read_bool).get().copied();
         draft.zorder = layout.read(ctx, "zorder", read_string_list);
@@ -526,7 +554,11 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
             .get()
             .copied();
     }
-    if let Some(retention) = sub_block(ctx, &block, "retention", RETENTION_KEYS, &[]) {
+}
+
+/// The table's `retention:` block into `draft`.
+fn read_retention(ctx: &mut Ctx<'_>, block: &Block<'_>, draft: &mut TableDraft) {
+    if let Some(retention) = sub_block(ctx, block, "retention", RETENTION_KEYS, &[]) {
         draft.deleted_file_retention = retention.read(ctx, "deleted_file_retention", read_duration);
         draft.log_retention = retention.read(ctx, "log_retention", read_duration);
         draft.allow_short_retention = retention.read(ctx, "allow_short_retention", read_bool);
@@ -536,18 +568,6 @@ fn check_table(file_ctx: &mut Ctx<'_>, node: &Node) -> Option<TableDraft> {
             draft.pins = pins.value;
         }
     }
-    if let Some(protocol) = sub_block(ctx, &block, "protocol", PROTOCOL_KEYS, &[]) {
-        draft.features = plain_list(protocol.read(ctx, "features", read_string_list));
-    }
-    if let Field::Set(readers) = block.read(ctx, "readers", read_readers) {
-        draft.readers = readers.value;
-    }
-    if let Some(node) = block.node("maintenance") {
-        if let Some(settings) = check_settings(ctx, node, "maintenance", true) {
-            draft.maintenance = settings;
-        }
-    }
-    Some(draft)
 }
 
 /// Reads `writers.overwrites: { schedule, duration }`; both keys are required.
@@ -788,97 +808,101 @@ fn check_settings(
             .get()
             .copied(),
         max_task_bytes: block
-            .read(ctx, "max_task_bytes", |ctx, node, field| {
-                let size = read_size(ctx, node, field)?;
-                if size == 0 {
-                    ctx.error(
-                        node.loc,
-                        field,
-                        "a task of 0 bytes holds no file: write e.g. `8GiB` (the default)",
-                    );
-                    return None;
-                }
-                Some(size)
-            })
+            .read(
+                ctx,
+                "max_task_bytes",
+                nonzero_size("a task of 0 bytes holds no file: write e.g. `8GiB` (the default)"),
+            )
             .get()
             .copied(),
         ..Settings::default()
     };
     for op in Operation::SCHEDULED {
-        let key = op.inventory_key();
-        let Some(node) = block.node(key) else {
-            continue;
-        };
-        let Some(op_block) = Block::open(
-            ctx,
-            node,
-            &block.field(key),
-            Keys {
-                known: operation_keys(op),
-                elsewhere: OP_ELSEWHERE,
-                note: None,
-            },
-        ) else {
-            continue;
-        };
-        let draft = settings.operation_mut(op);
-        draft.enabled = op_block.read(ctx, "enabled", read_bool);
-        draft.schedule = op_block.read(ctx, "schedule", read_schedule).get().cloned();
-        match op {
-            Operation::Compact => {
-                draft.target_file_size = op_block
-                    .read(ctx, "target_file_size", |ctx, node, field| {
-                        let size = read_size(ctx, node, field)?;
-                        if size == 0 {
-                            ctx.error(
-                                node.loc,
-                                field,
-                                "a target file size of 0 bytes is meaningless: write e.g. `512MiB`",
-                            );
-                            return None;
-                        }
-                        Some(size)
-                    })
-                    .get()
-                    .copied();
-                draft.min_small_files = op_block
-                    .read(ctx, "min_small_files", |ctx, node, field| {
-                        read_u32(ctx, node, field, 1, "compaction needs at least one small file to rewrite: set `min_small_files` to 1 or more (default 10)")
-                    })
-                    .get()
-                    .copied();
-            }
-            Operation::Vacuum => {
-                draft.full_every = op_block
-                    .read(ctx, "full_every", |ctx, node, field| {
-                        read_u32(
-                            ctx,
-                            node,
-                            field,
-                            1,
-                            "`full_every: 1` makes every VACUUM a full listing; 0 has no meaning",
-                        )
-                    })
-                    .get()
-                    .copied();
-            }
-            Operation::Checkpoint => {
-                draft.max_commits_since_checkpoint = op_block
-                    .read(ctx, "max_commits_since_checkpoint", |ctx, node, field| {
-                        read_count(
-                            ctx,
-                            node,
-                            field,
-                            1,
-                            u64::MAX,
-                            "set at least 1 commit (default 100)",
-                        )
-                    })
-                    .get()
-                    .copied();
-            }
-            Operation::Zorder | Operation::Purge | Operation::Repair => {}
-        }
+        read_operation(ctx, &block, op, &mut settings);
     }
     Some(settings)
+}
+
+/// A size of more than 0 bytes; `message` says what to write instead of 0.
+fn nonzero_size(message: &'static str) -> impl Fn(&mut Ctx<'_>, &Node, &str) -> Option<u64> {
+    move |ctx, node, field| {
+        let size = read_size(ctx, node, field)?;
+        if size == 0 {
+            ctx.error(node.loc, field, message);
+            return None;
+        }
+        Some(size)
+    }
+}
+
+/// One operation's block (`compaction:`, `vacuum:`, ...) of `defaults:` or `maintenance:`.
+fn read_operation(ctx: &mut Ctx<'_>, block: &Block<'_>, op: Operation, settings: &mut Settings) {
+    let key = op.inventory_key();
+    let Some(node) = block.node(key) else {
+        return;
+    };
+    let Some(op_block) = Block::open(
+        ctx,
+        node,
+        &block.field(key),
+        Keys {
+            known: operation_keys(op),
+            elsewhere: OP_ELSEWHERE,
+            note: None,
+        },
+    ) else {
+        return;
+    };
+    let draft = settings.operation_mut(op);
+    draft.enabled = op_block.read(ctx, "enabled", read_bool);
+    draft.schedule = op_block.read(ctx, "schedule", read_schedule).get().cloned();
+    let at_least_one = |message: &'static str| {
+        move |ctx: &mut Ctx<'_>, node: &Node, field: &str| read_u32(ctx, node, field, 1, message)
+    };
+    match op {
+        Operation::Compact => {
+            draft.target_file_size = op_block
+                .read(
+                    ctx,
+                    "target_file_size",
+                    nonzero_size(
+                        "a target file size of 0 bytes is meaningless: write e.g. `512MiB`",
+                    ),
+                )
+                .get()
+                .copied();
+            draft.min_small_files = op_block
+                .read(ctx, "min_small_files", at_least_one("compaction needs at least one small file to rewrite: set `min_small_files` to 1 or more (default 10)"))
+                .get()
+                .copied();
+        }
+        Operation::Vacuum => {
+            draft.full_every = op_block
+                .read(
+                    ctx,
+                    "full_every",
+                    at_least_one(
+                        "`full_every: 1` makes every VACUUM a full listing; 0 has no meaning",
+                    ),
+                )
+                .get()
+                .copied();
+        }
+        Operation::Checkpoint => {
+            draft.max_commits_since_checkpoint = op_block
+                .read(ctx, "max_commits_since_checkpoint", |ctx, node, field| {
+                    read_count(
+                        ctx,
+                        node,
+                        field,
+                        1,
+                        u64::MAX,
+                        "set at least 1 commit (default 100)",
+                    )
+                })
+                .get()
+                .copied();
+        }
+        Operation::Zorder | Operation::Purge | Operation::Repair => {}
+    }
 }
