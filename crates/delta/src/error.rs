@@ -226,9 +226,46 @@ pub enum DeltaError {
         files: Vec<String>,
     },
 
-    /// The transaction log is missing pieces this crate needs to decide safely.
+    /// The transaction log is missing a commit or checkpoint this crate needs to decide safely.
     #[error("transaction log of `{table}` is incomplete: {reason}; check `_delta_log` for deleted files")]
     IncompleteLog { table: String, reason: String },
+
+    /// A commit, checkpoint, sidecar, deletion vector or table property does not hold what
+    /// the Delta protocol asks of it.
+    #[error(
+        "`{table}` holds something the Delta protocol does not allow: {reason}; nothing was \
+         changed: the engine that wrote it has to correct it, and tablekeeper leaves the table \
+         alone until then"
+    )]
+    MalformedLog { table: String, reason: String },
+
+    /// A fact a safe rewrite needs is absent (a file's row count, its row ids).
+    #[error(
+        "cannot rewrite `{table}` safely: {reason}; nothing was committed: rewrite these files \
+         with a writer that records it, or disable the operation for this table in the inventory"
+    )]
+    MissingFacts { table: String, reason: String },
+
+    /// The table moved on while the operation ran (a file it planned with is gone).
+    #[error(
+        "`{table}` changed while tablekeeper worked on it: {reason}; nothing was committed and \
+         the next attempt plans again from the new version"
+    )]
+    TableMoved { table: String, reason: String },
+
+    /// The rewrite guard could not check a commit (it stands, unchecked).
+    #[error(
+        "the rewrite guard could not check a commit of `{table}`: {reason}; compare the table's \
+         rows with the version before that commit by hand"
+    )]
+    Unverified { table: String, reason: String },
+
+    /// A tablekeeper bug: something that cannot happen did.
+    #[error(
+        "tablekeeper bug while working on `{table}`: {reason}; please report it with this \
+         message and the log lines around it"
+    )]
+    Internal { table: String, reason: String },
 
     /// Any other error from deltalake or the object store, classified by its cause.
     #[error("{context} on `{table}` failed: {source}")]
@@ -261,6 +298,8 @@ impl DeltaError {
             DeltaError::Conflict { .. } => ErrorClass::Conflict,
             // the worker cancelled on purpose; the table is fine and the job can run again
             DeltaError::Cancelled { .. } => ErrorClass::Transient,
+            // the next attempt plans on the new version
+            DeltaError::TableMoved { .. } => ErrorClass::Transient,
             DeltaError::Delta { source, .. } => classify(source),
             // a clone's storage that flickers is retried; a gone or damaged one needs a person
             DeltaError::ReferrerUnreadable { source, .. } => match source.class() {
@@ -283,7 +322,11 @@ impl DeltaError {
             | DeltaError::UnsafeLogCleanup { .. }
             | DeltaError::RepairRefused { .. }
             | DeltaError::RepairPending { .. }
-            | DeltaError::IncompleteLog { .. } => ErrorClass::Permanent,
+            | DeltaError::IncompleteLog { .. }
+            | DeltaError::MalformedLog { .. }
+            | DeltaError::MissingFacts { .. }
+            | DeltaError::Unverified { .. }
+            | DeltaError::Internal { .. } => ErrorClass::Permanent,
         }
     }
 
@@ -310,6 +353,11 @@ impl DeltaError {
             | DeltaError::RepairRefused { table, .. }
             | DeltaError::RepairPending { table, .. }
             | DeltaError::IncompleteLog { table, .. }
+            | DeltaError::MalformedLog { table, .. }
+            | DeltaError::MissingFacts { table, .. }
+            | DeltaError::TableMoved { table, .. }
+            | DeltaError::Unverified { table, .. }
+            | DeltaError::Internal { table, .. }
             | DeltaError::Delta { table, .. } => table,
         }
     }
@@ -540,5 +588,66 @@ mod tests {
             files: vec!["x".into()],
         };
         assert!(err.to_string().contains("version 4"));
+    }
+
+    #[test]
+    fn each_log_cause_has_its_own_kind_class_and_advice() {
+        let reason = || "r".to_owned();
+        let table = || "/t".to_owned();
+        let cases = [
+            (
+                DeltaError::IncompleteLog {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Permanent,
+                "deleted files",
+            ),
+            (
+                DeltaError::MalformedLog {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Permanent,
+                "the engine that wrote it",
+            ),
+            (
+                DeltaError::MissingFacts {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Permanent,
+                "disable the operation",
+            ),
+            (
+                DeltaError::TableMoved {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Transient,
+                "plans again",
+            ),
+            (
+                DeltaError::Unverified {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Permanent,
+                "by hand",
+            ),
+            (
+                DeltaError::Internal {
+                    table: table(),
+                    reason: reason(),
+                },
+                ErrorClass::Permanent,
+                "please report it",
+            ),
+        ];
+        for (err, class, advice) in cases {
+            assert_eq!(err.class(), class, "{err}");
+            assert_eq!(err.table(), "/t");
+            assert!(err.to_string().contains(advice), "{err}");
+        }
     }
 }

@@ -172,7 +172,7 @@ fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {
 
 /// The version of a loaded table; a table handed around unloaded is a bug, said plainly.
 pub(crate) fn loaded_version(uri: &str, table: &DeltaTable) -> Result<u64, DeltaError> {
-    table.version().ok_or_else(|| DeltaError::IncompleteLog {
+    table.version().ok_or_else(|| DeltaError::Internal {
         table: uri.to_owned(),
         reason: "the table was not loaded before its version was read".into(),
     })

@@ -73,7 +73,7 @@ pub(crate) async fn active_files(
             .collect())
     })
     .await
-    .map_err(|err| DeltaError::IncompleteLog {
+    .map_err(|err| DeltaError::Internal {
         table: uri.to_owned(),
         reason: format!("snapshot walk panicked: {err}"),
     })?

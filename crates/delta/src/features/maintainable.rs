@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use deltalake::kernel::EagerSnapshot;
 use deltalake::DeltaTable;
 use serde::Serialize;
 use serde_json::Value;
@@ -67,6 +68,9 @@ const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
 /// Features saying a catalog owns the table's commits: nothing but the catalog may write.
 const CATALOG_FEATURES: &[&str] = &["catalogManaged", "catalogOwned-preview"];
 
+/// Table property that turns in-commit timestamps on.
+const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
+
 /// Highest protocol versions the Delta kernel in deltalake 1.1.x understands.
 const MAX_READER_VERSION: i32 = 3;
 const MAX_WRITER_VERSION: i32 = 7;
@@ -93,9 +97,18 @@ impl TableProtocol {
         let state = table
             .snapshot()
             .map_err(|err| DeltaError::delta(uri, "reading the table protocol", err))?;
+        TableProtocol::of_snapshot(uri, state.snapshot())
+    }
+
+    /// Reads the protocol facts of a snapshot: the one place protocol and table properties are
+    /// parsed; every caller asks the methods below.
+    pub(crate) fn of_snapshot(
+        uri: &str,
+        snapshot: &EagerSnapshot,
+    ) -> Result<TableProtocol, DeltaError> {
         // Protocol's feature enum is internal to the kernel; its serde form is the log's own.
         let protocol =
-            serde_json::to_value(state.protocol()).map_err(|err| DeltaError::IncompleteLog {
+            serde_json::to_value(snapshot.protocol()).map_err(|err| DeltaError::Internal {
                 table: uri.to_owned(),
                 reason: format!("protocol action does not serialize: {err}"),
             })?;
@@ -118,7 +131,7 @@ impl TableProtocol {
                 .and_then(|v| i32::try_from(v).ok())
                 .unwrap_or(i32::MAX)
         };
-        let metadata = state.metadata();
+        let metadata = snapshot.metadata();
         Ok(TableProtocol {
             table: uri.to_owned(),
             min_reader_version: version("minReaderVersion"),
@@ -130,14 +143,39 @@ impl TableProtocol {
         })
     }
 
+    /// Whether a reader feature is in force (listed, or implied by a legacy reader version).
+    pub fn supports_reader_feature(&self, feature: &str) -> bool {
+        self.effective_reader_features().contains(feature)
+    }
+
+    /// Whether a writer feature is in force (listed, or implied by a legacy writer version).
+    pub fn supports_writer_feature(&self, feature: &str) -> bool {
+        self.effective_writer_features().contains(feature)
+    }
+
+    /// Whether a boolean table property is set to `true` (case-insensitively, as Delta reads it).
+    fn property_is_true(&self, key: &str) -> bool {
+        self.properties
+            .get(key)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
     /// True when the table may hold deletion vectors.
     pub fn deletion_vectors_enabled(&self) -> bool {
-        self.reader_features.iter().any(|f| f == "deletionVectors")
-            || self.writer_features.iter().any(|f| f == "deletionVectors")
-            || self
-                .properties
-                .get("delta.enableDeletionVectors")
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        self.supports_reader_feature("deletionVectors")
+            || self.supports_writer_feature("deletionVectors")
+            || self.property_is_true("delta.enableDeletionVectors")
+    }
+
+    /// Whether the table records in-commit timestamps (`delta.enableInCommitTimestamps`): every
+    /// commit must then carry one, first.
+    pub fn in_commit_timestamps(&self) -> bool {
+        self.property_is_true(IN_COMMIT_TIMESTAMPS_PROPERTY)
+    }
+
+    /// Whether the table supports row tracking: every added file needs row ids.
+    pub fn row_tracking_supported(&self) -> bool {
+        self.supports_writer_feature("rowTracking")
     }
 
     /// Reader features in force, including those implied by a legacy reader version.
@@ -189,9 +227,7 @@ impl TableProtocol {
     /// Whether the table uses liquid clustering (writer feature `clustering`, or Databricks
     /// Runtime 13's `liquid`): its clustering columns are its layout.
     pub fn clustered(&self) -> bool {
-        self.writer_features
-            .iter()
-            .any(|f| f == "clustering" || f == "liquid")
+        self.supports_writer_feature("clustering") || self.supports_writer_feature("liquid")
     }
 }
 

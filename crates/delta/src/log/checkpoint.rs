@@ -27,12 +27,13 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use deltalake::checkpoints::create_checkpoint;
 use deltalake::logstore::object_store::ObjectStore;
-use deltalake::{ObjectStoreError, Path};
+use deltalake::{DeltaTable, ObjectStoreError, Path};
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
+use crate::features::maintainable::TableProtocol;
 use crate::log::integrity::ensure_log_sound;
 use crate::log::integrity::{plan_cleanup, CleanupBounds, CleanupPlan};
 use crate::log::read::{commits_since, last_checkpoint, list_log, read_commit, LogListing};
@@ -55,11 +56,9 @@ const CHECKPOINT_PROTECTION_PROPERTY: &str = "delta.requireCheckpointProtectionB
 /// The version before which `checkpointProtection` forbids this writer to clean the log, when
 /// the table supports the feature and sets one. The RFC lets only a writer that supports every
 /// feature ever dropped truncate that part, in one go; tablekeeper leaves it alone.
-fn checkpoint_protection(protocol: &crate::features::maintainable::TableProtocol) -> Option<u64> {
+fn checkpoint_protection(protocol: &TableProtocol) -> Option<u64> {
     protocol
-        .writer_features
-        .iter()
-        .any(|f| f == "checkpointProtection")
+        .supports_writer_feature("checkpointProtection")
         .then(|| protocol.properties.get(CHECKPOINT_PROTECTION_PROPERTY))
         .flatten()
         .and_then(|v| v.parse().ok())
@@ -152,97 +151,17 @@ async fn run(
         ));
     }
 
-    let cleanup_disabled = protocol
-        .properties
-        .get(EXPIRED_LOG_CLEANUP_PROPERTY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("false"));
-    let mut oldest_retained = None;
-    if options.log_cleanup == LogCleanup::Off {
-        skipped.push("log cleanup was not asked for".into());
-    } else if cleanup_disabled {
-        skipped.push(format!(
-            "log cleanup is disabled by `{EXPIRED_LOG_CLEANUP_PROPERTY}`"
-        ));
-    } else {
-        let (log_retention, drift) = effective_log_retention(
-            uri,
-            options.log_retention,
-            protocol
-                .properties
-                .get(LOG_RETENTION_PROPERTY)
-                .map(String::as_str),
-        )?;
-        report.retention_used_secs = Some(log_retention.as_secs());
-        report.retention_drift = drift;
-        let cutoff_ms = Utc::now()
-            .timestamp_millis()
-            .saturating_sub(i64::try_from(log_retention.as_millis()).unwrap_or(i64::MAX));
-        // the listing again: the checkpoint just written belongs in it
-        let listing = cancellable(cancel, uri, OP, list_log(store.as_ref(), uri)).await?;
-        let hint = last_checkpoint(store.as_ref(), uri)
-            .await?
-            .map(|cp| cp.version);
-        let mut keep_from = oldest_in_window(&table, uri, &listing, version, cutoff_ms).await?;
-        let now_ms = Utc::now().timestamp_millis();
-        for pin in &options.pins {
-            if !pin.active(now_ms) {
-                report.warnings.push(format!(
-                    "pin {} expired and no longer keeps the log",
-                    pin.label()
-                ));
-                continue;
-            }
-            let pinned = pinned_version(uri, &table, &listing, pin).await?;
-            if pinned < keep_from {
-                tracing::info!(table = uri, pin = %pin.label(), version = pinned, "log cleanup keeps a pinned version");
-                keep_from = pinned;
-            }
-        }
-        if let Some(protected) = checkpoint_protection(&protocol) {
-            let earliest = listing.files.iter().map(|f| f.version).min();
-            if let Some(earliest) = earliest.filter(|e| *e < protected && *e < keep_from) {
-                report.warnings.push(format!(
-                    "checkpoint protection (`{CHECKPOINT_PROTECTION_PROPERTY}` = {protected}) \
-                     keeps the log before version {protected}: only a writer that supports every \
-                     feature the table ever had may truncate it, all at once"
-                ));
-                keep_from = earliest;
-            }
-        }
-        let bounds = CleanupBounds {
-            latest: version,
-            keep_from,
-            cutoff_ms,
-            deletable: match options.log_cleanup {
-                LogCleanup::Recorded(range) => Some(range.unwrap_or((1, 0))),
-                LogCleanup::Unrecorded | LogCleanup::Off => None,
-            },
-            hint,
-        };
-        let plan =
-            plan_cleanup(&listing, &bounds).map_err(|reason| DeltaError::UnsafeLogCleanup {
-                table: uri.to_owned(),
-                reason,
-            })?;
-        match plan {
-            None => {
-                report.log_files_deleted = Some(0);
-                skipped.push(no_cleanup_reason(&options.log_cleanup, keep_from));
-            }
-            Some(plan) => {
-                let deleted = cancellable(cancel, uri, OP, delete_log_files(uri, &plan)).await?;
-                report.log_files_deleted = Some(deleted);
-                oldest_retained = Some(plan.oldest_retained);
-                tracing::info!(
-                    table = uri,
-                    deleted,
-                    commits = plan.commits.len(),
-                    oldest_retained = plan.oldest_retained,
-                    "log cleanup deleted expired log files"
-                );
-            }
-        }
-    }
+    let oldest_retained = clean_log(
+        &table,
+        uri,
+        version,
+        &protocol,
+        options,
+        cancel,
+        &mut report,
+        &mut skipped,
+    )
+    .await?;
 
     cancellable(
         cancel,
@@ -255,6 +174,128 @@ async fn run(
         report.skipped = Some(skipped.join("; "));
     }
     Ok(report.finish(started))
+}
+
+/// Deletes the expired log files `options.log_cleanup` allows, keeping the retention window,
+/// every active pin's version and what checkpoint protection keeps; returns the oldest version
+/// still in the log when it deleted anything. Why it did not is pushed to `skipped`.
+#[allow(clippy::too_many_arguments)] // one step of `run`, over `run`'s own state
+async fn clean_log(
+    table: &DeltaTable,
+    uri: &str,
+    version: u64,
+    protocol: &TableProtocol,
+    options: &CheckpointOptions,
+    cancel: &CancellationToken,
+    report: &mut OpReport,
+    skipped: &mut Vec<String>,
+) -> Result<Option<u64>, DeltaError> {
+    let cleanup_disabled = protocol
+        .properties
+        .get(EXPIRED_LOG_CLEANUP_PROPERTY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("false"));
+    if options.log_cleanup == LogCleanup::Off {
+        skipped.push("log cleanup was not asked for".into());
+        return Ok(None);
+    }
+    if cleanup_disabled {
+        skipped.push(format!(
+            "log cleanup is disabled by `{EXPIRED_LOG_CLEANUP_PROPERTY}`"
+        ));
+        return Ok(None);
+    }
+    let (log_retention, drift) = effective_log_retention(
+        uri,
+        options.log_retention,
+        protocol
+            .properties
+            .get(LOG_RETENTION_PROPERTY)
+            .map(String::as_str),
+    )?;
+    report.retention_used_secs = Some(log_retention.as_secs());
+    report.retention_drift = drift;
+    let cutoff_ms = Utc::now()
+        .timestamp_millis()
+        .saturating_sub(i64::try_from(log_retention.as_millis()).unwrap_or(i64::MAX));
+    let store = table.object_store();
+    // the listing again: the checkpoint just written belongs in it
+    let listing = cancellable(cancel, uri, OP, list_log(store.as_ref(), uri)).await?;
+    let hint = last_checkpoint(store.as_ref(), uri)
+        .await?
+        .map(|cp| cp.version);
+    let in_window = oldest_in_window(table, uri, &listing, version, cutoff_ms).await?;
+    let keep_from =
+        keep_log_from(table, uri, protocol, options, &listing, in_window, report).await?;
+    let bounds = CleanupBounds {
+        latest: version,
+        keep_from,
+        cutoff_ms,
+        deletable: match options.log_cleanup {
+            LogCleanup::Recorded(range) => Some(range.unwrap_or((1, 0))),
+            LogCleanup::Unrecorded | LogCleanup::Off => None,
+        },
+        hint,
+    };
+    let plan = plan_cleanup(&listing, &bounds).map_err(|reason| DeltaError::UnsafeLogCleanup {
+        table: uri.to_owned(),
+        reason,
+    })?;
+    let Some(plan) = plan else {
+        report.log_files_deleted = Some(0);
+        skipped.push(no_cleanup_reason(&options.log_cleanup, keep_from));
+        return Ok(None);
+    };
+    let deleted = cancellable(cancel, uri, OP, delete_log_files(uri, &plan)).await?;
+    report.log_files_deleted = Some(deleted);
+    tracing::info!(
+        table = uri,
+        deleted,
+        commits = plan.commits.len(),
+        oldest_retained = plan.oldest_retained,
+        "log cleanup deleted expired log files"
+    );
+    Ok(Some(plan.oldest_retained))
+}
+
+/// The oldest version log cleanup must keep: the window's oldest (`in_window`), or earlier for
+/// an active pin or checkpoint protection (each said in `report`'s warnings or the log).
+async fn keep_log_from(
+    table: &DeltaTable,
+    uri: &str,
+    protocol: &TableProtocol,
+    options: &CheckpointOptions,
+    listing: &LogListing,
+    in_window: u64,
+    report: &mut OpReport,
+) -> Result<u64, DeltaError> {
+    let mut keep_from = in_window;
+    let now_ms = Utc::now().timestamp_millis();
+    for pin in &options.pins {
+        if !pin.active(now_ms) {
+            report.warnings.push(format!(
+                "pin {} expired and no longer keeps the log",
+                pin.label()
+            ));
+            continue;
+        }
+        let pinned = pinned_version(uri, table, listing, pin).await?;
+        if pinned < keep_from {
+            tracing::info!(table = uri, pin = %pin.label(), version = pinned, "log cleanup keeps a pinned version");
+            keep_from = pinned;
+        }
+    }
+    if let Some(protected) = checkpoint_protection(protocol) {
+        let earliest = listing.files.iter().map(|f| f.version).min();
+        if let Some(earliest) = earliest.filter(|e| *e < protected && *e < keep_from) {
+            report.warnings.push(format!(
+                "checkpoint protection (`{CHECKPOINT_PROTECTION_PROPERTY}` = {protected}) keeps \
+                 the log before version {protected}: only a writer that supports every feature \
+                 the table ever had may truncate it, all at once"
+            ));
+            keep_from = earliest;
+        }
+    }
+    Ok(keep_from)
 }
 
 fn no_cleanup_reason(cleanup: &LogCleanup, keep_from: u64) -> String {

@@ -12,7 +12,9 @@
 //! - row tracking (`rowTracking` supported): every added file gets a fresh `baseRowId` above
 //!   the table's high-water mark and `defaultRowCommitVersion` = the commit's version, the
 //!   `delta.rowTracking` domain's mark advances in the same commit, and removes carry the
-//!   file's own `baseRowId` and `defaultRowCommitVersion` (the caller builds them so);
+//!   file's own `baseRowId` and `defaultRowCommitVersion` (the caller builds them so); a file a
+//!   repair adds back as it was keeps its own `baseRowId` and `defaultRowCommitVersion`, so its
+//!   rows keep their ids;
 //! - identity columns, clustering and domain metadata: the commit writes no `metaData` and no
 //!   domain other than row tracking's, so the schema's identity high-water marks and the
 //!   clustering columns stay as they are.
@@ -37,21 +39,11 @@ use tablekeeper_vocab::Operation;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
+use crate::features::maintainable::TableProtocol;
 use crate::log::path::decode_path;
 use crate::log::read::{
     high_water_mark_of, num_records_of, read_commit, Commit, ROW_TRACKING_DOMAIN,
 };
-
-/// Table property that turns in-commit timestamps on.
-const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
-
-/// Whether a table with these properties records in-commit timestamps (every commit must
-/// then carry one).
-pub(crate) fn in_commit_timestamps(properties: &HashMap<String, String>) -> bool {
-    properties
-        .get(IN_COMMIT_TIMESTAMPS_PROPERTY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
 
 /// Versions tried after the first before giving up: each lost race means another writer
 /// committed in between, which a busy table does a few times at most.
@@ -74,12 +66,9 @@ impl CommitRules {
         log_store: &dyn LogStore,
         snapshot: &EagerSnapshot,
     ) -> Result<CommitRules, DeltaError> {
-        let in_commit_timestamps = in_commit_timestamps(snapshot.metadata().configuration());
-        let protocol = serde_json::to_value(snapshot.protocol()).unwrap_or_default();
-        let row_tracking = protocol
-            .get("writerFeatures")
-            .and_then(Value::as_array)
-            .is_some_and(|features| features.iter().any(|f| f == "rowTracking"));
+        let protocol = TableProtocol::of_snapshot(uri, snapshot)?;
+        let in_commit_timestamps = protocol.in_commit_timestamps();
+        let row_tracking = protocol.row_tracking_supported();
         let row_id_high_water_mark = if row_tracking {
             let domain = crate::log::domain::system_domain(
                 uri,
@@ -113,7 +102,10 @@ pub(crate) struct LogCommit {
     /// Extra top-level `commitInfo` keys (tablekeeper's run marker).
     pub metadata: HashMap<String, Value>,
     pub removes: Vec<Remove>,
+    /// New files: each gets fresh row ids where the table tracks them.
     pub adds: Vec<Add>,
+    /// Files added back as they were (a repair): they keep their own row ids.
+    pub restores: Vec<Add>,
 }
 
 impl LogCommit {
@@ -131,7 +123,13 @@ impl LogCommit {
             metadata,
             removes: Vec::new(),
             adds: Vec::new(),
+            restores: Vec::new(),
         }
+    }
+
+    /// Whether the commit moves files (a rewrite or a repair), as opposed to VACUUM's markers.
+    fn has_files(&self) -> bool {
+        !self.removes.is_empty() || !self.adds.is_empty() || !self.restores.is_empty()
     }
 }
 
@@ -181,21 +179,7 @@ pub(crate) async fn write_commit(
             previous.as_ref(),
             high_water_mark,
         )?;
-        let entry = if ["LakeFSLogStore", "DefaultLogStore"].contains(&log_store.name().as_str()) {
-            CommitOrBytes::LogBytes(bytes)
-        } else {
-            // stores without put-if-absent commit by copying a temporary file into place
-            let tmp = Path::from_iter([
-                "_delta_log",
-                &format!("_commit_{}.json.tmp", Uuid::new_v4()),
-            ]);
-            log_store
-                .object_store(None)
-                .put_opts(&tmp, bytes.into(), Default::default())
-                .await
-                .map_err(|err| DeltaError::store(uri, "writing a commit", err))?;
-            CommitOrBytes::TmpCommit(tmp)
-        };
+        let entry = commit_entry(log_store, uri, bytes).await?;
         match log_store
             .write_commit_entry(version, entry.clone(), Uuid::new_v4())
             .await
@@ -211,33 +195,7 @@ pub(crate) async fn write_commit(
                 let _ = log_store
                     .abort_commit_entry(version, entry, Uuid::new_v4())
                     .await;
-                let winner = read_commit(log_store, uri, version).await?.ok_or_else(|| {
-                    DeltaError::IncompleteLog {
-                        table: uri.to_owned(),
-                        reason: format!(
-                            "commit {version} exists (another writer took it) but cannot be read"
-                        ),
-                    }
-                })?;
-                let has_files = !commit.removes.is_empty() || !commit.adds.is_empty();
-                if has_files {
-                    if let Some(conflict) = conflict(&winner, &removed) {
-                        tracing::info!(
-                            table = uri,
-                            version,
-                            operation = commit.operation,
-                            conflict = ?conflict,
-                            "another writer's commit conflicts with ours; planning again"
-                        );
-                        return Err(DeltaError::delta(
-                            uri,
-                            "committing the rewrite",
-                            DeltaTableError::Transaction {
-                                source: TransactionError::CommitConflict(conflict),
-                            },
-                        ));
-                    }
-                }
+                let winner = read_winner(log_store, uri, version, commit, &removed).await?;
                 if let Some(mark) = winner.row_id_high_water_mark {
                     high_water_mark = Some(high_water_mark.unwrap_or(-1).max(mark));
                 }
@@ -265,6 +223,67 @@ pub(crate) async fn write_commit(
         attempts: MAX_RACES,
         source: Box::new(DeltaTableError::VersionAlreadyExists(version - 1)),
     })
+}
+
+/// The log entry for `bytes`: the bytes themselves where the log store writes them with
+/// put-if-absent, else a temporary file it copies into place.
+async fn commit_entry(
+    log_store: &dyn LogStore,
+    uri: &str,
+    bytes: Bytes,
+) -> Result<CommitOrBytes, DeltaError> {
+    if ["LakeFSLogStore", "DefaultLogStore"].contains(&log_store.name().as_str()) {
+        return Ok(CommitOrBytes::LogBytes(bytes));
+    }
+    let tmp = Path::from_iter([
+        "_delta_log",
+        &format!("_commit_{}.json.tmp", Uuid::new_v4()),
+    ]);
+    log_store
+        .object_store(None)
+        .put_opts(&tmp, bytes.into(), Default::default())
+        .await
+        .map_err(|err| DeltaError::store(uri, "writing a commit", err))?;
+    Ok(CommitOrBytes::TmpCommit(tmp))
+}
+
+/// The commit another writer landed at `version` first, when `commit` may still follow it;
+/// a commit conflict when it removed a file `commit` removes or changed metadata or protocol.
+async fn read_winner(
+    log_store: &dyn LogStore,
+    uri: &str,
+    version: u64,
+    commit: &LogCommit,
+    removed: &HashSet<String>,
+) -> Result<Commit, DeltaError> {
+    let winner =
+        read_commit(log_store, uri, version)
+            .await?
+            .ok_or_else(|| DeltaError::IncompleteLog {
+                table: uri.to_owned(),
+                reason: format!(
+                    "commit {version} exists (another writer took it) but cannot be read"
+                ),
+            })?;
+    if commit.has_files() {
+        if let Some(conflict) = conflict(&winner, removed) {
+            tracing::info!(
+                table = uri,
+                version,
+                operation = commit.operation,
+                conflict = ?conflict,
+                "another writer's commit conflicts with ours; planning again"
+            );
+            return Err(DeltaError::delta(
+                uri,
+                "committing the rewrite",
+                DeltaTableError::Transaction {
+                    source: TransactionError::CommitConflict(conflict),
+                },
+            ));
+        }
+    }
+    Ok(winner)
 }
 
 /// Why `winner` (a commit another writer made after our snapshot) conflicts with a rewrite
@@ -297,7 +316,7 @@ fn render(
     previous: Option<&Commit>,
     high_water_mark: Option<i64>,
 ) -> Result<(Bytes, Option<i64>), DeltaError> {
-    let unserializable = |err: serde_json::Error| DeltaError::IncompleteLog {
+    let unserializable = |err: serde_json::Error| DeltaError::Internal {
         table: uri.to_owned(),
         reason: format!("a commit does not serialize: {err}"),
     };
@@ -318,7 +337,7 @@ fn render(
         "operationMetrics".into(),
         Value::Object(commit.metrics.clone()),
     );
-    if !commit.removes.is_empty() || !commit.adds.is_empty() {
+    if commit.has_files() {
         info.insert("readVersion".into(), json!(version - 1));
         info.insert("isolationLevel".into(), json!("SnapshotIsolation"));
         info.insert("isBlindAppend".into(), json!(false));
@@ -330,20 +349,23 @@ fn render(
     for (key, value) in &commit.metadata {
         info.insert(key.clone(), value.clone());
     }
-    let mut out = Vec::with_capacity(1 + commit.removes.len() + commit.adds.len());
+    let mut out =
+        Vec::with_capacity(2 + commit.removes.len() + commit.adds.len() + commit.restores.len());
     out.push(json!({ "commitInfo": info }));
     for remove in &commit.removes {
         out.push(json!({ "remove": serde_json::to_value(remove).map_err(unserializable)? }));
     }
     let mut next_row_id = high_water_mark.map(|mark| mark + 1);
-    for add in &commit.adds {
+    let restored = commit.restores.iter().map(|add| (add, true));
+    for (add, restored) in commit.adds.iter().map(|add| (add, false)).chain(restored) {
         let mut add = add.clone();
-        if let Some(next) = next_row_id.as_mut() {
+        let keeps_ids = restored && add.base_row_id.is_some();
+        if let (Some(next), false) = (next_row_id.as_mut(), keeps_ids) {
             let rows = add
                 .stats
                 .as_deref()
                 .and_then(num_records_of)
-                .ok_or_else(|| DeltaError::IncompleteLog {
+                .ok_or_else(|| DeltaError::MissingFacts {
                     table: uri.to_owned(),
                     reason: format!(
                         "new file {} has no numRecords statistic, which row tracking needs to \
@@ -409,6 +431,7 @@ mod tests {
                 ..Remove::default()
             }],
             adds: vec![add("b.parquet", 3), add("c.parquet", 4)],
+            restores: Vec::new(),
         }
     }
 
@@ -436,6 +459,37 @@ mod tests {
             parse(&render("t", 5, &rewrite(), &CommitRules::default(), None, None).unwrap());
         assert_eq!(plain.len(), 4);
         assert!(plain[2]["add"]["baseRowId"].is_null());
+    }
+
+    #[test]
+    fn restored_files_keep_their_row_ids_and_new_ones_get_fresh_ids() {
+        let rules = CommitRules {
+            in_commit_timestamps: false,
+            row_id_high_water_mark: Some(9),
+        };
+        let mut commit = rewrite();
+        commit.adds.truncate(1);
+        let mut kept = add("kept.parquet", 5);
+        kept.base_row_id = Some(2);
+        kept.default_row_commit_version = Some(3);
+        // restated by a writer that tracked no row ids yet: it gets fresh ones
+        commit.restores = vec![kept, add("untracked.parquet", 2)];
+        let lines = parse(&render("t", 6, &commit, &rules, None, Some(9)).unwrap());
+        assert_eq!(lines[2]["add"]["path"], "b.parquet");
+        assert_eq!(lines[2]["add"]["baseRowId"], 10);
+        assert_eq!(lines[3]["add"]["path"], "kept.parquet");
+        assert_eq!(lines[3]["add"]["baseRowId"], 2);
+        assert_eq!(lines[3]["add"]["defaultRowCommitVersion"], 3);
+        assert_eq!(lines[4]["add"]["baseRowId"], 13);
+        assert_eq!(lines[4]["add"]["defaultRowCommitVersion"], 6);
+        assert_eq!(
+            high_water_mark_of(
+                lines[5]["domainMetadata"]["configuration"]
+                    .as_str()
+                    .unwrap()
+            ),
+            Some(14)
+        );
     }
 
     #[test]

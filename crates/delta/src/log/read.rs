@@ -541,11 +541,10 @@ pub(crate) async fn read_commit(
         Err(ObjectStoreError::NotFound { .. }) => return Ok(None),
         Err(err) => return Err(DeltaError::store(table, "reading a commit", err)),
     };
-    let mut commit =
-        Commit::parse(version, &bytes).map_err(|reason| DeltaError::IncompleteLog {
-            table: table.to_owned(),
-            reason,
-        })?;
+    let mut commit = Commit::parse(version, &bytes).map_err(|reason| DeltaError::MalformedLog {
+        table: table.to_owned(),
+        reason,
+    })?;
     commit.modified_ms = Some(modified_ms);
     Ok(Some(commit))
 }

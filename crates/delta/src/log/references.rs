@@ -196,7 +196,7 @@ async fn read_checkpoint(
         } else {
             parquet_checkpoint(bytes)
         }
-        .map_err(|reason| DeltaError::IncompleteLog {
+        .map_err(|reason| DeltaError::MalformedLog {
             table: uri.to_owned(),
             reason: format!("checkpoint `{part}`: {reason}"),
         })?;
@@ -206,7 +206,7 @@ async fn read_checkpoint(
     for sidecar in sidecars {
         let location = Path::from(format!("_delta_log/_sidecars/{sidecar}"));
         let bytes = get(store, uri, &location).await?;
-        let found = parquet_checkpoint(bytes).map_err(|reason| DeltaError::IncompleteLog {
+        let found = parquet_checkpoint(bytes).map_err(|reason| DeltaError::MalformedLog {
             table: uri.to_owned(),
             reason: format!("sidecar `{location}`: {reason}"),
         })?;

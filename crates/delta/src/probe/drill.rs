@@ -105,21 +105,7 @@ pub(crate) async fn drill(
     let owed_beyond_window = options.keep.pins.iter().any(|p| p.active(now_ms))
         || options.keep.referrers.iter().any(|r| r.standing.known());
     if append_only && !owed_beyond_window {
-        return Ok(RestoreDrill {
-            checked_at: now,
-            versions: vec![OwedVersion {
-                reason: "window".into(),
-                owed_to: "every version in the log: no commit removed a file, so each needs \
-                          only files of the current version"
-                    .into(),
-                version: None,
-                restorable: true,
-                missing_files: Vec::new(),
-                missing_count: 0,
-                error: None,
-            }],
-            retained_bytes: RetainedBytes::default(),
-        });
+        return Ok(nothing_removed(now));
     }
     let retention = effective_retention(
         uri,
@@ -147,29 +133,88 @@ pub(crate) async fn drill(
         &present,
     ));
 
+    let pinned = drill_pins(uri, table, &options.keep, now_ms, &present, &mut versions).await?;
+    let cloned = drill_clones(uri, &options.keep, now_ms, &present, &mut versions).await;
+
+    let only = |files: &HashSet<String>, besides: &[&HashSet<String>]| -> u64 {
+        files
+            .iter()
+            .filter(|f| !current.contains(*f) && besides.iter().all(|b| !b.contains(*f)))
+            .map(size)
+            .sum()
+    };
+    let retained_bytes = RetainedBytes {
+        window: only(&window.protected, &[]),
+        pin: only(&pinned, &[&window.protected]),
+        clone: only(&cloned, &[&window.protected, &pinned]),
+    };
+    Ok(RestoreDrill {
+        checked_at: now,
+        versions,
+        retained_bytes,
+    })
+}
+
+/// The drill of a table no commit ever removed a file from: every version needs only the files
+/// of the current one, so there is nothing to list.
+fn nothing_removed(now: DateTime<Utc>) -> RestoreDrill {
+    RestoreDrill {
+        checked_at: now,
+        versions: vec![OwedVersion {
+            reason: "window".into(),
+            owed_to: "every version in the log: no commit removed a file, so each needs only \
+                      files of the current version"
+                .into(),
+            version: None,
+            restorable: true,
+            missing_files: Vec::new(),
+            missing_count: 0,
+            error: None,
+        }],
+        retained_bytes: RetainedBytes::default(),
+    }
+}
+
+/// Checks each active pin's version (into `versions`); returns the files they need together.
+async fn drill_pins(
+    uri: &str,
+    table: &DeltaTable,
+    keep: &Keep,
+    now_ms: i64,
+    present: &impl Fn(&String) -> bool,
+    versions: &mut Vec<OwedVersion>,
+) -> Result<HashSet<String>, DeltaError> {
     let mut pinned: HashSet<String> = HashSet::new();
-    let active_pins: Vec<_> = options
-        .keep
-        .pins
-        .iter()
-        .filter(|p| p.active(now_ms))
-        .collect();
-    if !active_pins.is_empty() {
-        let log = crate::log::read::list_log(table.object_store().as_ref(), uri).await?;
-        for pin in active_pins {
-            let (version, files) = match pinned_version(uri, table, &log, pin).await {
-                Ok(v) => (Some(v), version_files(uri, v).await),
-                Err(err) => (None, Err(err)),
-            };
-            versions.push(check("pin", pin.label(), version, files.as_ref(), &present));
-            if let Ok(files) = files {
-                pinned.extend(files);
-            }
+    let active_pins: Vec<_> = keep.pins.iter().filter(|p| p.active(now_ms)).collect();
+    if active_pins.is_empty() {
+        return Ok(pinned);
+    }
+    let log = crate::log::read::list_log(table.object_store().as_ref(), uri).await?;
+    for pin in active_pins {
+        let (version, files) = match pinned_version(uri, table, &log, pin).await {
+            Ok(v) => (Some(v), version_files(uri, v).await),
+            Err(err) => (None, Err(err)),
+        };
+        versions.push(check("pin", pin.label(), version, files.as_ref(), present));
+        if let Ok(files) = files {
+            pinned.extend(files);
         }
     }
+    Ok(pinned)
+}
 
+/// Checks each known referrer's (shallow clone's) current version against this table's files
+/// (into `versions`); returns the files of this table their windows reference, which VACUUM
+/// keeps for them.
+async fn drill_clones(
+    uri: &str,
+    keep: &Keep,
+    now_ms: i64,
+    present: &impl Fn(&String) -> bool,
+    versions: &mut Vec<OwedVersion>,
+) -> HashSet<String> {
     let mut cloned: HashSet<String> = HashSet::new();
-    for referrer in options.keep.referrers.iter().filter(|r| r.standing.known()) {
+    for referrer in keep.referrers.iter().filter(|r| r.standing.known()) {
         // the clone's current version: what it needs of this table now
         let latest = log_references(&referrer.uri, Duration::ZERO, now_ms)
             .await
@@ -190,31 +235,14 @@ pub(crate) async fn drill(
             referrer.name.clone(),
             version,
             files.as_ref(),
-            &present,
+            present,
         ));
         // everything its window references stays: that is what VACUUM keeps for it
         if let Ok(window) = log_references(&referrer.uri, referrer.window, now_ms).await {
             cloned.extend(window.files.iter().filter_map(|f| under_root(f, uri)));
         }
     }
-
-    let only = |files: &HashSet<String>, besides: &[&HashSet<String>]| -> u64 {
-        files
-            .iter()
-            .filter(|f| !current.contains(*f) && besides.iter().all(|b| !b.contains(*f)))
-            .map(size)
-            .sum()
-    };
-    let retained_bytes = RetainedBytes {
-        window: only(&window.protected, &[]),
-        pin: only(&pinned, &[&window.protected]),
-        clone: only(&cloned, &[&window.protected, &pinned]),
-    };
-    Ok(RestoreDrill {
-        checked_at: now,
-        versions,
-        retained_bytes,
-    })
+    cloned
 }
 
 fn check(

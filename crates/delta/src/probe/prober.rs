@@ -543,7 +543,7 @@ impl FirstHistory {
                 return Ok(Err(self));
             }
         }
-        let whole = self.read.await.map_err(|err| DeltaError::IncompleteLog {
+        let whole = self.read.await.map_err(|err| DeltaError::Internal {
             table: uri.to_owned(),
             reason: format!("reading the log for the table's history did not finish: {err}"),
         })??;
@@ -921,7 +921,7 @@ async fn table_at<'t>(
 }
 
 fn not_loaded(uri: &str) -> DeltaError {
-    DeltaError::IncompleteLog {
+    DeltaError::Internal {
         table: uri.to_owned(),
         reason: "the table was not loaded before its probe".into(),
     }

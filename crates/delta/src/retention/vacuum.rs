@@ -22,7 +22,7 @@
 //! orphans (e.g. files of a failed or cancelled OPTIMIZE). Run `Full` periodically.
 //! Cancellation stops the work, but files already deleted stay deleted (they passed step 4).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::log::commit::{in_commit_timestamps, write_commit, CommitRules, LogCommit};
+use crate::features::maintainable::TableProtocol;
+use crate::log::commit::{write_commit, CommitRules, LogCommit};
 use crate::log::path::decode_path;
 use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};
 use crate::open::{open_table_at, table_url};
@@ -123,6 +124,115 @@ async fn run(
         i64::try_from(version).unwrap_or(i64::MAX),
         options.dry_run,
     );
+    let retention = retention_of(uri, options, &protocol, &mut report)?;
+    let now_ms = Utc::now().timestamp_millis();
+    let listed = cancellable(
+        cancel,
+        uri,
+        OP,
+        unreferenced(&table, uri, options.mode, retention, now_ms),
+    )
+    .await?;
+    let store = table.object_store();
+    let mut existing = cancellable(
+        cancel,
+        uri,
+        OP,
+        existing_sizes(store.as_ref(), uri, &listed),
+    )
+    .await?;
+    let active = needed_files(&files);
+    drop(files);
+    let roots = root_prefixes(uri);
+    cancellable(
+        cancel,
+        uri,
+        OP,
+        refuse_window_files(uri, &table, &active, &listed, &roots, retention, now_ms),
+    )
+    .await?;
+    let kept = cancellable(
+        cancel,
+        uri,
+        OP,
+        kept_files(uri, &table, &options.keep, now_ms),
+    )
+    .await?;
+    leave_kept(uri, &kept, &mut existing, &mut report);
+    let existing_paths: Vec<String> = existing.keys().cloned().collect();
+    report.set_would_delete(&existing_paths, existing.values().sum());
+
+    if existing.is_empty() {
+        report.skipped = Some(format!(
+            "no unreferenced files older than {}h to delete",
+            retention.as_secs() / 3600
+        ));
+        return Ok(report.finish(started));
+    }
+    // a stale write's repair may need files this VACUUM would delete
+    let pending = pending_stale_writes(&table, uri, options.stale_watch, now_ms);
+    let pending = cancellable(cancel, uri, OP, pending).await?;
+    if !pending.is_empty() {
+        let versions = pending;
+        return Err(DeltaError::RepairPending {
+            table: uri.to_owned(),
+            versions,
+        });
+    }
+    if options.dry_run {
+        return Ok(report.finish(started));
+    }
+
+    let deletion = Deletion {
+        raw_paths: &existing
+            .keys()
+            .filter_map(|path| listed.get(path).cloned())
+            .collect::<Vec<_>>(),
+        bytes: existing.values().sum(),
+        retention,
+        run_id: &Uuid::new_v4().to_string(),
+    };
+    tracing::info!(
+        table = uri,
+        version,
+        files = existing.len(),
+        retention_secs = retention.as_secs(),
+        "vacuuming"
+    );
+    let ict = protocol.in_commit_timestamps();
+    let (deleted, races_lost) = cancellable(
+        cancel,
+        uri,
+        OP,
+        delete_files(&table, uri, version, ict, &deletion),
+    )
+    .await?;
+    // each version another writer took first is a commit race lost, as deltalake's rebases
+    // are counted for the other operations
+    report.conflicts += races_lost;
+    for path in deleted.iter().map(|raw| relative_to_root(raw, &roots)) {
+        if let Some(size) = existing.get(&path) {
+            report.files_removed += 1;
+            report.bytes_removed += size;
+        }
+    }
+    let commits = run_commits(table.log_store().as_ref(), uri, version, deletion.run_id).await?;
+    report.commits = commits
+        .iter()
+        .map(|c| i64::try_from(c.version).unwrap_or(i64::MAX))
+        .collect();
+    report.version_after = report.commits.last().copied();
+    Ok(report.finish(started))
+}
+
+/// The deleted-file retention VACUUM uses (the inventory's, checked against the table's own
+/// property and the safety floor), recorded in `report` with any drift between the two.
+fn retention_of(
+    uri: &str,
+    options: &VacuumOptions,
+    protocol: &TableProtocol,
+    report: &mut OpReport,
+) -> Result<Duration, DeltaError> {
     let (retention, drift) = effective_retention(
         uri,
         options.inventory_retention,
@@ -134,95 +244,100 @@ async fn run(
     )?;
     report.retention_used_secs = Some(retention.as_secs());
     report.retention_drift = drift;
+    Ok(retention)
+}
+
+/// The files deltalake's VACUUM dry run lists as unreferenced and older than `retention`
+/// (tablekeeper's clock, `now_ms`), by decoded path, each with the path as deltalake wrote it.
+async fn unreferenced(
+    table: &DeltaTable,
+    uri: &str,
+    mode: VacuumMode,
+    retention: Duration,
+    now_ms: i64,
+) -> Result<BTreeMap<String, String>, DeltaError> {
     let chrono_retention =
         chrono::Duration::from_std(retention).map_err(|_| DeltaError::InvalidOptions {
             table: uri.to_owned(),
             operation: OP,
             reason: format!("retention of {}s is out of range", retention.as_secs()),
         })?;
-
-    let now_ms = Utc::now().timestamp_millis();
-    let run_id = Uuid::new_v4().to_string();
-    let mode = match options.mode {
+    let mode = match mode {
         VacuumMode::Lite => DeltaVacuumMode::Lite,
         VacuumMode::Full => DeltaVacuumMode::Full,
     };
-    let dry = cancellable(cancel, uri, OP, async {
-        table
-            .clone()
-            .vacuum()
-            .with_retention_period(chrono_retention)
-            // tablekeeper enforced its own floor above; deltalake's check is redundant and its
-            // refusal is an opaque error
-            .with_enforce_retention_duration(false)
-            .with_mode(mode)
-            .with_dry_run(true)
-            .with_clock(Arc::new(FixedClock(now_ms)))
-            .await
-            .map(|(_, metrics)| metrics.files_deleted)
-            .map_err(|err| DeltaError::delta(uri, "vacuum dry run", err))
-    })
-    .await?;
-    let listed: BTreeMap<String, String> = dry
+    let dry = table
+        .clone()
+        .vacuum()
+        .with_retention_period(chrono_retention)
+        // tablekeeper enforced its own floor above; deltalake's check is redundant and its
+        // refusal is an opaque error
+        .with_enforce_retention_duration(false)
+        .with_mode(mode)
+        .with_dry_run(true)
+        .with_clock(Arc::new(FixedClock(now_ms)))
+        .await
+        .map(|(_, metrics)| metrics.files_deleted)
+        .map_err(|err| DeltaError::delta(uri, "vacuum dry run", err))?;
+    Ok(dry
         .into_iter()
         .map(|raw| (decode_path(&raw), raw))
-        .collect();
-    let store = table.object_store();
-    let existing = cancellable(
-        cancel,
-        uri,
-        OP,
-        existing_sizes(store.as_ref(), uri, &listed),
-    )
-    .await?;
+        .collect())
+}
 
-    let active = needed_files(&files);
-    drop(files);
-    let protected = cancellable(
-        cancel,
-        uri,
-        OP,
-        window_files(uri, &table, &active, retention, now_ms),
-    )
-    .await?
-    .protected;
-    let roots = root_prefixes(uri);
-    let protected: HashSet<String> = protected
+/// Refuses the whole VACUUM when deltalake listed a file that a version inside the retention
+/// window (or the current one) still references: the library's listing is checked against
+/// tablekeeper's own reading of the log, never trusted.
+async fn refuse_window_files(
+    uri: &str,
+    table: &DeltaTable,
+    active: &HashSet<String>,
+    listed: &BTreeMap<String, String>,
+    roots: &[String],
+    retention: Duration,
+    now_ms: i64,
+) -> Result<(), DeltaError> {
+    let protected: HashSet<String> = window_files(uri, table, active, retention, now_ms)
+        .await?
+        .protected
         .iter()
-        .map(|p| relative_to_root(p, &roots))
+        .map(|p| relative_to_root(p, roots))
         .collect();
     let unsafe_files: Vec<String> = listed
         .keys()
         .filter(|p| protected.contains(*p))
         .cloned()
         .collect();
-    if !unsafe_files.is_empty() {
-        tracing::error!(
-            table = uri,
-            files = unsafe_files.len(),
-            "vacuum refused: listed files are still referenced"
-        );
-        return Err(DeltaError::UnsafeVacuum {
-            table: uri.to_owned(),
-            files: unsafe_files,
-        });
+    if unsafe_files.is_empty() {
+        return Ok(());
     }
-    let kept = cancellable(
-        cancel,
-        uri,
-        OP,
-        kept_files(uri, &table, &options.keep, now_ms),
-    )
-    .await?;
+    tracing::error!(
+        table = uri,
+        files = unsafe_files.len(),
+        "vacuum refused: listed files are still referenced"
+    );
+    Err(DeltaError::UnsafeVacuum {
+        table: uri.to_owned(),
+        files: unsafe_files,
+    })
+}
+
+/// Takes the files pins, clones and other tables keep out of `existing`, and records who kept
+/// what in `report`.
+fn leave_kept(
+    uri: &str,
+    kept: &crate::retention::keep::Kept,
+    existing: &mut BTreeMap<String, u64>,
+    report: &mut OpReport,
+) {
     report.warnings.extend(kept.warnings.iter().cloned());
-    let mut existing = existing;
     let mut kept_listed = 0u64;
     existing.retain(|path, _| {
         let keep = kept.files.contains_key(path);
         kept_listed += u64::from(keep);
         !keep
     });
-    report.kept = kept.by;
+    report.kept = kept.by.clone();
     report.kept_listed_files = kept_listed;
     if kept_listed > 0 {
         tracing::info!(
@@ -232,87 +347,10 @@ async fn run(
             "vacuum keeps files that pins or other tables still need"
         );
     }
-    let existing_paths: Vec<String> = existing.keys().cloned().collect();
-    report.set_would_delete(&existing_paths, existing.values().sum());
-
-    if !existing.is_empty() {
-        let pending = cancellable(
-            cancel,
-            uri,
-            OP,
-            pending_stale_writes(&table, uri, options.stale_watch, now_ms),
-        )
-        .await?;
-        if !pending.is_empty() {
-            return Err(DeltaError::RepairPending {
-                table: uri.to_owned(),
-                versions: pending,
-            });
-        }
-    }
-    if existing.is_empty() {
-        report.skipped = Some(format!(
-            "no unreferenced files older than {}h to delete",
-            retention.as_secs() / 3600
-        ));
-        return Ok(report.finish(started));
-    }
-    if options.dry_run {
-        return Ok(report.finish(started));
-    }
-
-    tracing::info!(
-        table = uri,
-        version,
-        files = existing.len(),
-        retention_secs = retention.as_secs(),
-        "vacuuming"
-    );
-    let to_delete: Vec<String> = existing
-        .keys()
-        .filter_map(|path| listed.get(path).cloned())
-        .collect();
-    let (deleted, races_lost) = cancellable(
-        cancel,
-        uri,
-        OP,
-        delete_files(
-            &table,
-            uri,
-            version,
-            in_commit_timestamps(&protocol.properties),
-            Deletion {
-                raw_paths: &to_delete,
-                bytes: existing.values().sum(),
-                retention,
-                run_id: &run_id,
-            },
-        ),
-    )
-    .await?;
-    // each version another writer took first is a commit race lost, as deltalake's rebases
-    // are counted for the other operations
-    report.conflicts += races_lost;
-    let deleted: BTreeSet<String> = deleted
-        .iter()
-        .map(|raw| relative_to_root(raw, &roots))
-        .collect();
-    for path in deleted.iter() {
-        if let Some(size) = existing.get(path) {
-            report.files_removed += 1;
-            report.bytes_removed += size;
-        }
-    }
-    let commits = run_commits(table.log_store().as_ref(), uri, version, &run_id).await?;
-    report.commits = commits
-        .iter()
-        .map(|c| i64::try_from(c.version).unwrap_or(i64::MAX))
-        .collect();
-    report.version_after = report.commits.last().copied();
-    Ok(report.finish(started))
 }
 
 /// What one VACUUM deletes, as its commits record it.
+#[derive(Clone, Copy)]
 struct Deletion<'a> {
     /// The paths as deltalake's dry run listed them.
     raw_paths: &'a [String],
@@ -333,14 +371,14 @@ async fn delete_files(
     uri: &str,
     version: u64,
     in_commit_timestamps: bool,
-    deletion: Deletion<'_>,
+    deletion: &Deletion<'_>,
 ) -> Result<(Vec<String>, u32), DeltaError> {
     let Deletion {
         raw_paths,
         bytes,
         retention,
         run_id,
-    } = deletion;
+    } = *deletion;
     let log_store = table.log_store();
     let commit = |operation, parameters: serde_json::Value, metrics: serde_json::Value| {
         let object = |v: serde_json::Value| match v {

@@ -124,7 +124,7 @@ impl PartitionFiles {
         let mapping = if is_mapped(snapshot.metadata().configuration()) {
             Some(
                 PhysicalNames::new(&schema, snapshot.schema().as_ref(), &unmapped).map_err(
-                    |reason| DeltaError::IncompleteLog {
+                    |reason| DeltaError::MalformedLog {
                         table: uri.to_owned(),
                         reason: format!("the table maps its columns, but {reason}"),
                     },
@@ -332,7 +332,7 @@ pub(crate) async fn commit_rewrite(
             Action::Remove(remove) => removes.push(remove),
             Action::Add(add) => adds.push(add),
             other => {
-                return Err(DeltaError::IncompleteLog {
+                return Err(DeltaError::Internal {
                     table: uri.to_owned(),
                     reason: format!(
                         "a rewrite may commit only removes and adds, not {other:?} \
@@ -363,6 +363,7 @@ pub(crate) async fn commit_rewrite(
         metadata: spec.marker.clone(),
         removes,
         adds,
+        restores: Vec::new(),
     };
     write_commit(log_store, uri, spec.operation, base, &commit, rules).await
 }

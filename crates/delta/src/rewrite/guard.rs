@@ -186,7 +186,7 @@ fn violation(uri: &str, commit: &Commit, files: Vec<String>) -> Result<(), Delta
 /// active at `version - 1`, and its added files hold the live rows of the removed ones. Works
 /// for any commit, including ones other engines wrote.
 pub async fn verify_rewrite_commit(uri: &str, version: i64) -> Result<(), DeltaError> {
-    let version = u64::try_from(version).map_err(|_| DeltaError::IncompleteLog {
+    let version = u64::try_from(version).map_err(|_| DeltaError::Internal {
         table: uri.to_owned(),
         reason: format!("version {version} is negative"),
     })?;
@@ -199,7 +199,7 @@ pub async fn verify_rewrite_commit(uri: &str, version: i64) -> Result<(), DeltaE
         })?;
     match check_commit(uri, &commit, None, Rows::Kept).await? {
         Verdict::Clean => Ok(()),
-        Verdict::Unverified(reason) => Err(DeltaError::IncompleteLog {
+        Verdict::Unverified(reason) => Err(DeltaError::Unverified {
             table: uri.to_owned(),
             reason,
         }),

@@ -15,6 +15,7 @@ use deltalake::DeltaTable;
 use serde_json::Value;
 
 use crate::error::DeltaError;
+use crate::features::maintainable::TableProtocol;
 use crate::log::read::{ordered_partition_values, partition_key};
 use crate::prepare::Prepared;
 use crate::rewrite::plan::{unclustered, PartitionScope, Plan};
@@ -36,12 +37,7 @@ pub(crate) async fn clustering_columns(
     let snapshot = table
         .snapshot()
         .map_err(|e| DeltaError::delta(uri, "reading the snapshot", e))?;
-    let protocol = serde_json::to_value(snapshot.protocol()).unwrap_or_default();
-    let clustered = protocol
-        .get("writerFeatures")
-        .and_then(Value::as_array)
-        .is_some_and(|f| f.iter().any(|f| f == "clustering" || f == "liquid"));
-    if !clustered {
+    if !TableProtocol::of_snapshot(uri, snapshot.snapshot())?.clustered() {
         return Ok(None);
     }
     let domain = crate::log::domain::system_domain(

@@ -228,7 +228,7 @@ async fn run(
             Err(err) => retry.after_failure(err, cancel, uri, op).await?,
         }
     }
-    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
+    let mut report = report.ok_or_else(|| DeltaError::Internal {
         table: uri.to_owned(),
         reason: format!("{op} finished without reading the table"),
     })?;

@@ -51,7 +51,7 @@ pub(crate) fn row_tracking(
     snapshot: &EagerSnapshot,
 ) -> Result<Option<RowTracking>, DeltaError> {
     RowTracking::of(snapshot.metadata().configuration()).map_err(|reason| {
-        DeltaError::IncompleteLog {
+        DeltaError::MalformedLog {
             table: uri.to_owned(),
             reason,
         }
@@ -147,17 +147,15 @@ impl RowTracking {
         }
         let mut ordered = Vec::with_capacity(paths.len());
         for path in &paths {
-            let file = files
-                .remove(path)
-                .ok_or_else(|| DeltaError::IncompleteLog {
-                    table: uri.to_owned(),
-                    reason: format!("file {path} to rewrite is not active any more"),
-                })?;
+            let file = files.remove(path).ok_or_else(|| DeltaError::TableMoved {
+                table: uri.to_owned(),
+                reason: format!("file {path} to rewrite is not active any more"),
+            })?;
             ordered.push(file);
         }
         // the schema of the scan, from the first file's (every file reads through the table's)
         let Some(first) = ordered.first() else {
-            return Err(DeltaError::IncompleteLog {
+            return Err(DeltaError::Internal {
                 table: uri.to_owned(),
                 reason: "a rewrite of no file".into(),
             });
@@ -222,7 +220,7 @@ impl FileScans {
         let miscount = {
             let (uri, path) = (self.uri.clone(), file.path.clone());
             move |read: usize| {
-                DataFusionError::External(Box::new(DeltaError::IncompleteLog {
+                DataFusionError::External(Box::new(DeltaError::MissingFacts {
                     table: uri.clone(),
                     reason: format!(
                         "file {path} read {read} rows but holds {total} live rows: its row ids \
@@ -264,7 +262,7 @@ impl FileScans {
     /// `defaultRowCommitVersion`.
     async fn ids_of(&self, file: &TrackedFile) -> Result<(Int64Array, Int64Array), DeltaError> {
         let uri = self.uri.as_str();
-        let missing = |what: &str| DeltaError::IncompleteLog {
+        let missing = |what: &str| DeltaError::MissingFacts {
             table: uri.to_owned(),
             reason: format!(
                 "file {} has no {what}, which a table with row tracking enabled needs to keep its \
@@ -348,7 +346,7 @@ impl FileScans {
         descriptor: &deltalake::kernel::DeletionVectorDescriptor,
     ) -> Result<std::collections::HashSet<u64>, DeltaError> {
         let uri = self.uri.clone();
-        let unreadable = |reason: String| DeltaError::IncompleteLog {
+        let unreadable = |reason: String| DeltaError::MalformedLog {
             table: uri.clone(),
             reason: format!("a deletion vector cannot be read: {reason}"),
         };

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use deltalake::kernel::{Action, EagerSnapshot, LogicalFileView};
+use deltalake::kernel::{Action, EagerSnapshot, LogicalFileView, Remove};
 use deltalake::DeltaTable;
 
 use crate::error::DeltaError;
@@ -112,16 +112,21 @@ pub(crate) fn select_files<T>(
     Ok(partitions)
 }
 
-/// The `remove` a rewrite commits for `file`: `dataChange: false`, its deletion vector, and the
-/// row ids it held (`baseRowId`, `defaultRowCommitVersion`), which row tracking asks removes to
-/// carry.
+/// The `remove` a rewrite commits for `file`, as an action (see [`remove_keeping_row_ids`]).
 pub(crate) fn remove_of(file: &LogicalFileView) -> Action {
+    Action::Remove(remove_keeping_row_ids(file))
+}
+
+/// The `remove` a rewrite or a repair commits for `file`: `dataChange: false`, its deletion
+/// vector, and the row ids it held (`baseRowId`, `defaultRowCommitVersion`), which row tracking
+/// asks removes to carry.
+pub(crate) fn remove_keeping_row_ids(file: &LogicalFileView) -> Remove {
     #[allow(deprecated)] // the only public way to the file's row-tracking fields
     let add = file.add_action();
     let mut remove = file.remove_action(false);
     remove.base_row_id = add.base_row_id;
     remove.default_row_commit_version = add.default_row_commit_version;
-    Action::Remove(remove)
+    remove
 }
 
 /// Whether a file's partition values satisfy a conjunction of filters (see

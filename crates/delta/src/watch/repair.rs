@@ -24,7 +24,9 @@
 //! Bins the stale commit did not touch are kept. Both sides are committed with `dataChange: false`:
 //! the repair makes the table what its data-changing commits already declared, so streaming
 //! readers have nothing new to read. The commit (operation `RESTORE`, marker operation `repair`
-//! naming W) is checked like every rewrite: each file it removes was active before it, each file
+//! naming W) is written by the commit writer every rewrite uses ([`crate::log::commit`]: row
+//! tracking, in-commit timestamps, no `metaData`; a file added back keeps its own row ids), and
+//! checked like every rewrite: each file it removes was active before it, each file
 //! it adds was not. When an exact repair is impossible — an output was since changed by a
 //! data-changing commit, a file was first removed by a data-changing commit, an input was
 //! vacuumed, a chain runs through another repair — the plan says so and nothing is written: the
@@ -33,9 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, Remove};
-use deltalake::protocol::DeltaOperation;
+use deltalake::kernel::{Add, Remove};
 use deltalake::DeltaTable;
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
+use crate::log::commit::{write_commit, CommitRules, LogCommit};
 use crate::log::read::{list_log, read_commits, Commit};
 use crate::open::open_table_at;
 use crate::prepare::{prepare, Prepared};
@@ -172,7 +173,7 @@ async fn run(
             continue;
         }
     }
-    let mut report = report.ok_or_else(|| DeltaError::IncompleteLog {
+    let mut report = report.ok_or_else(|| DeltaError::Internal {
         table: uri.to_owned(),
         reason: "repair finished without reading the table".into(),
     })?;
@@ -306,40 +307,134 @@ async fn plan_repair(
         refused: None,
         committed_version: None,
     };
+    let active: HashMap<&str, &ActiveFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let undo = match undo_bins(lineage, detection, &active) {
+        Ok(undo) => undo,
+        Err(refusal) => {
+            plan.refused = Some(refusal);
+            return Ok((plan, Vec::new()));
+        }
+    };
+    plan.rewrites = undo
+        .bins
+        .iter()
+        .map(|b| i64::try_from(b.0).unwrap_or(i64::MAX))
+        .collect::<BTreeSet<i64>>()
+        .into_iter()
+        .collect();
+    if let Some(refusal) = unrestorable(table, uri, &undo.re_add, &active, w).await? {
+        plan.refused = Some(refusal);
+        return Ok((plan, Vec::new()));
+    }
+
+    for target in &undo.targets {
+        if let Some(file) = active.get(target.as_str()) {
+            plan.remove.push(PlannedFile {
+                path: target.clone(),
+                size: file.size,
+                rows: file.live_rows(),
+            });
+        }
+    }
+    let adds = original_adds(uri, lineage, &undo.re_add).await?;
+    for add in adds.values() {
+        let file = PlannedFile {
+            path: add.path.clone(),
+            size: u64::try_from(add.size).unwrap_or(0),
+            rows: add_rows(add),
+        };
+        plan.re_add.push(file);
+    }
+    let sum = |files: &[PlannedFile]| -> Option<u64> { files.iter().map(|f| f.rows).sum() };
+    plan.rows_removed = sum(&plan.remove);
+    plan.rows_re_added = sum(&plan.re_add);
+    plan.stale_rows = plan
+        .rows_removed
+        .zip(plan.rows_re_added)
+        .map(|(removed, re_added)| removed.saturating_sub(re_added));
+    Ok((plan, adds.into_values().collect()))
+}
+
+/// What undoing a stale write takes: the bins undone, the active files holding their rows
+/// (removed by the repair) and the inputs added back.
+#[derive(Debug)]
+struct Undo {
+    bins: BTreeSet<Bin>,
+    targets: BTreeSet<String>,
+    re_add: BTreeSet<String>,
+}
+
+/// The bins to undo for `detection` and what that removes and adds back, from the log alone; or
+/// why no exact repair exists (the refusal, naming the versions to restore by hand).
+fn undo_bins(
+    lineage: &Lineage,
+    detection: &Detection,
+    active: &HashMap<&str, &ActiveFile>,
+) -> Result<Undo, String> {
+    let w = detection.summary.version;
     if detection.summary.over_repair {
-        plan.refused = Some(format!(
+        return Err(format!(
             "version {w} removed files a repair commit had already replaced ({:?}); restore the \
              table by hand from its history",
             detection.summary.rewrite_versions
         ));
-        return Ok((plan, Vec::new()));
     }
-    let active: HashMap<&str, &ActiveFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut bins = starting_bins(lineage, detection)?;
+    let targets = follow_to_active(lineage, &mut bins, active, w)?;
 
-    // where undoing starts: for a stale rewrite its own bins that took a stale-removed file, for
-    // a stale data write the rewrite bins that had taken them while they were active
+    // add back every input of the undone bins that none of them produced, minus what stale
+    // commits removed (their rows are meant gone, or live on elsewhere)
+    let excluded: HashSet<&String> = lineage
+        .watch
+        .detections()
+        .flat_map(|d| d.removed.keys())
+        .collect();
+    let undone_bins: Vec<&(Vec<String>, Vec<String>)> =
+        bins.iter().filter_map(|b| lineage.bins.get(b)).collect();
+    let produced: HashSet<&String> = undone_bins.iter().flat_map(|(_, out)| out).collect();
+    let re_add: BTreeSet<String> = undone_bins
+        .iter()
+        .flat_map(|(inputs, _)| inputs)
+        .filter(|input| !produced.contains(input) && !excluded.contains(input))
+        .cloned()
+        .collect();
+    Ok(Undo {
+        bins,
+        targets,
+        re_add,
+    })
+}
+
+/// Where undoing starts: for a stale rewrite its own bins that took a stale-removed file, for a
+/// stale data write the rewrite bins that had taken them while they were active.
+fn starting_bins(lineage: &Lineage, detection: &Detection) -> Result<BTreeSet<Bin>, String> {
+    let w = detection.summary.version;
     let own = detection.summary.kind == Some(StaleKind::Rewrite);
     let stale_version = u64::try_from(w).unwrap_or(0);
-    let mut undone: BTreeSet<Bin> = BTreeSet::new();
+    let mut undone = BTreeSet::new();
     for (path, first) in &detection.removed {
         let by = if own { stale_version } else { *first };
-        match lineage.consumer(path, by) {
-            Some(bin) => {
-                undone.insert(bin.clone());
-            }
-            None => {
-                plan.refused = Some(format!(
-                    "`{path}` was first removed by version {first}, which changed data (it is \
-                     no rewrite): an exact repair is not possible; restore the table to version \
-                     {} and replay the later writes by hand",
-                    w - 1
-                ));
-                return Ok((plan, Vec::new()));
-            }
-        }
+        let Some(bin) = lineage.consumer(path, by) else {
+            return Err(format!(
+                "`{path}` was first removed by version {first}, which changed data (it is no \
+                 rewrite): an exact repair is not possible; restore the table to version {} and \
+                 replay the later writes by hand",
+                w - 1
+            ));
+        };
+        undone.insert(bin.clone());
     }
+    Ok(undone)
+}
 
-    // follow each undone bin's outputs to the active files holding their rows
+/// Follows each undone bin's outputs to the active files holding their rows, undoing every bin
+/// on the way (a later rewrite that consumed an output); returns those active files.
+fn follow_to_active(
+    lineage: &Lineage,
+    undone: &mut BTreeSet<Bin>,
+    active: &HashMap<&str, &ActiveFile>,
+    w: i64,
+) -> Result<BTreeSet<String>, String> {
     let mut queue: Vec<Bin> = undone.iter().cloned().collect();
     let mut targets: BTreeSet<String> = BTreeSet::new();
     while let Some(bin) = queue.pop() {
@@ -360,92 +455,51 @@ async fn plan_repair(
                     .map_or("a commit no longer on disk".to_owned(), |v| {
                         format!("version {v}")
                     });
-                plan.refused = Some(format!(
+                return Err(format!(
                     "`{output}`, written by rewrite {} with rows of the stale-removed files, was \
                      since removed by {by}, which changed data: an exact repair is not possible; \
                      restore the table to version {} and replay the later writes by hand",
                     bin.0,
                     w - 1
                 ));
-                return Ok((plan, Vec::new()));
             }
         }
     }
+    Ok(targets)
+}
 
-    // add back every input of the undone bins that none of them produced, minus what stale
-    // commits removed (their rows are meant gone, or live on elsewhere)
-    let excluded: HashSet<&String> = lineage
-        .watch
-        .detections()
-        .flat_map(|d| d.removed.keys())
-        .collect();
-    let undone_bins: Vec<&(Vec<String>, Vec<String>)> =
-        undone.iter().filter_map(|b| lineage.bins.get(b)).collect();
-    let produced: HashSet<&String> = undone_bins.iter().flat_map(|(_, out)| out).collect();
-    let re_add: BTreeSet<String> = undone_bins
-        .iter()
-        .flat_map(|(inputs, _)| inputs)
-        .filter(|input| !produced.contains(input) && !excluded.contains(input))
-        .cloned()
-        .collect();
-    plan.rewrites = undone
-        .iter()
-        .map(|b| i64::try_from(b.0).unwrap_or(i64::MAX))
-        .collect::<BTreeSet<i64>>()
-        .into_iter()
-        .collect();
+/// Why the files to add back cannot be: one is active already, or storage lost some (a VACUUM
+/// deleted them); `None` when all can be added back as they were.
+async fn unrestorable(
+    table: &DeltaTable,
+    uri: &str,
+    re_add: &BTreeSet<String>,
+    active: &HashMap<&str, &ActiveFile>,
+    w: i64,
+) -> Result<Option<String>, DeltaError> {
     if let Some(active_leaf) = re_add.iter().find(|p| active.contains_key(p.as_str())) {
-        plan.refused = Some(format!(
+        return Ok(Some(format!(
             "`{active_leaf}` would be added back but is active already; the table changed in a \
              way this repair does not understand: restore by hand"
-        ));
-        return Ok((plan, Vec::new()));
+        )));
     }
     let store = table.object_store();
     let mut gone = Vec::new();
-    for leaf in &re_add {
+    for leaf in re_add {
         if !exists(store.as_ref(), uri, leaf, "checking a file to add back").await? {
             gone.push(leaf.clone());
         }
     }
-    if !gone.is_empty() {
-        plan.refused = Some(format!(
-            "{} file(s) to add back are no longer on storage (first: `{}`; a VACUUM deleted them): \
-             the rows of the untouched inputs cannot be restored exactly; restore the table to \
-             version {} by hand",
+    Ok((!gone.is_empty()).then(|| {
+        format!(
+            "{} file(s) to add back are no longer on storage (first: `{}`; a VACUUM deleted \
+             them): the rows of the untouched inputs cannot be restored exactly; restore the \
+             table to version {} by hand",
             gone.len(),
             gone[0],
             w - 1
-        ));
-        return Ok((plan, Vec::new()));
-    }
-
-    for target in &targets {
-        if let Some(file) = active.get(target.as_str()) {
-            plan.remove.push(PlannedFile {
-                path: target.clone(),
-                size: file.size,
-                rows: file.live_rows(),
-            });
-        }
-    }
-    let adds = original_adds(uri, lineage, &re_add).await?;
-    for add in adds.values() {
-        let file = PlannedFile {
-            path: add.path.clone(),
-            size: u64::try_from(add.size).unwrap_or(0),
-            rows: add_rows(add),
-        };
-        plan.re_add.push(file);
-    }
-    let sum = |files: &[PlannedFile]| -> Option<u64> { files.iter().map(|f| f.rows).sum() };
-    plan.rows_removed = sum(&plan.remove);
-    plan.rows_re_added = sum(&plan.re_add);
-    plan.stale_rows = plan
-        .rows_removed
-        .zip(plan.rows_re_added)
-        .map(|(removed, re_added)| removed.saturating_sub(re_added));
-    Ok((plan, adds.into_values().collect()))
+        )
+    }))
 }
 
 /// Rows of an add action: `numRecords` minus its deletion vector's cardinality.
@@ -474,7 +528,7 @@ async fn original_adds(
             .get(path)
             .and_then(|bins| bins.first())
             .map(|bin| bin.0)
-            .ok_or_else(|| DeltaError::IncompleteLog {
+            .ok_or_else(|| DeltaError::Internal {
                 table: uri.to_owned(),
                 reason: format!("no rewrite in the log consumed `{path}`"),
             })?;
@@ -505,7 +559,7 @@ async fn original_adds(
         }
         for path in wanted {
             if !adds.contains_key(path) {
-                return Err(DeltaError::IncompleteLog {
+                return Err(DeltaError::MalformedLog {
                     table: uri.to_owned(),
                     reason: format!("`{path}` is not active at version {version}"),
                 });
@@ -515,7 +569,9 @@ async fn original_adds(
     Ok(adds)
 }
 
-/// Writes the repair commit and checks it: every removed file active before it, no added file.
+/// Writes the repair commit through tablekeeper's one commit writer ([`write_commit`], which
+/// meets row tracking and in-commit timestamps: a file added back keeps its own row ids) and
+/// checks it: every removed file active before it, no added file.
 async fn commit_repair(
     table: &DeltaTable,
     uri: &str,
@@ -527,20 +583,17 @@ async fn commit_repair(
     let base = crate::open::loaded_version(uri, table)?;
     let snapshot = table
         .snapshot()
-        .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?;
+        .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?
+        .snapshot();
     let removing: HashSet<&str> = plan.remove.iter().map(|f| f.path.as_str()).collect();
-    let mut actions: Vec<Action> = Vec::new();
     let log_data = snapshot
-        .snapshot()
         .try_log_data()
         .map_err(|err| DeltaError::delta(uri, "reading the active files", err))?;
-    for file in log_data {
-        if removing.contains(file.path().as_ref()) {
-            let remove: Remove = file.remove_action(false);
-            actions.push(Action::Remove(remove));
-        }
-    }
-    actions.extend(adds.into_iter().map(Action::Add));
+    let removes: Vec<Remove> = log_data
+        .into_iter()
+        .filter(|file| removing.contains(file.path().as_ref()))
+        .map(|file| crate::rewrite::select::remove_keeping_row_ids(&file))
+        .collect();
 
     let mut marker = run_marker(run_id, OP);
     if let Some(tk) = marker
@@ -550,37 +603,35 @@ async fn commit_repair(
         tk.insert("repairs".into(), json!([plan.stale_write]));
         tk.insert("rewrites".into(), json!(plan.rewrites));
     }
-    marker.insert(
-        "operationParameters".into(),
-        json!({ "tablekeeperRepairOf": plan.stale_write.to_string() }),
+    let mut parameters = serde_json::Map::new();
+    parameters.insert(
+        "tablekeeperRepairOf".into(),
+        json!(plan.stale_write.to_string()),
     );
-    let properties = CommitProperties::default()
-        .with_metadata(marker)
-        .with_cleanup_expired_logs(Some(false));
-    let finalized = CommitBuilder::from(properties)
-        .with_actions(actions)
-        .build(
-            Some(snapshot),
-            table.log_store(),
-            DeltaOperation::Restore {
-                version: None,
-                datetime: None,
-            },
-        )
-        .await
-        .map_err(|err| DeltaError::delta(uri, "committing the repair", err))?;
+    let commit = LogCommit {
+        operation: "RESTORE",
+        parameters,
+        metrics: serde_json::Map::new(),
+        metadata: marker,
+        removes,
+        adds: Vec::new(),
+        restores: adds,
+    };
+    let log_store = table.log_store();
+    let rules = CommitRules::of(uri, log_store.as_ref(), snapshot).await?;
+    let landed = write_commit(log_store.as_ref(), uri, OP, base, &commit, &rules).await?;
     let commits = run_commits(table.log_store().as_ref(), uri, base, run_id).await?;
     let commit = commits
         .into_iter()
-        .find(|c| c.version == finalized.version)
+        .find(|c| c.version == landed.version)
         .ok_or_else(|| DeltaError::IncompleteLog {
             table: uri.to_owned(),
             reason: format!(
                 "the repair committed version {} but the commit cannot be read back",
-                finalized.version
+                landed.version
             ),
         })?;
-    let before = (finalized.version == base + 1).then(|| (base, active_set(files)));
+    let before = (landed.version == base + 1).then(|| (base, active_set(files)));
     let known = before.as_ref().map(|(v, s)| (*v, s));
     match check_commit(uri, &commit, known, Rows::Changed).await? {
         Verdict::Clean => {}

@@ -367,6 +367,19 @@ pub fn log_lines(dir: &FsPath) -> Vec<(u64, serde_json::Value)> {
     lines
 }
 
+/// The table's latest `metaData` action and the version a next commit takes, from
+/// [`log_lines`]: what a hand-written `SET TBLPROPERTIES` commit starts from.
+pub fn latest_metadata(dir: &FsPath) -> (serde_json::Value, u64) {
+    let lines = log_lines(dir);
+    let next = lines.last().map_or(0, |(v, _)| v + 1);
+    let metadata = lines
+        .into_iter()
+        .rev()
+        .find_map(|(_, a)| a.get("metaData").cloned())
+        .expect("the log has a metaData action");
+    (metadata, next)
+}
+
 /// The active files' `add` actions, replayed from [`log_lines`].
 pub fn active_adds(dir: &FsPath) -> Vec<serde_json::Value> {
     let mut active: std::collections::BTreeMap<String, serde_json::Value> = Default::default();

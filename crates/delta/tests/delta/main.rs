@@ -18,6 +18,7 @@ mod duplicate;
 mod features;
 mod log_history;
 mod probe;
+mod repair_features;
 mod row_tracking;
 mod stale;
 mod vacuum;

@@ -15,11 +15,12 @@ use tablekeeper_delta::{optimize, Optimize};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{
-    active_adds, compact_small_files, create_table, log_lines, purge_vectors, rows, zorder_on,
+    active_adds, compact_small_files, create_table, latest_metadata, log_lines, purge_vectors,
+    rows, zorder_on,
 };
 
-const ROW_ID: &str = "_row-id-col-7c1a";
-const ROW_VERSION: &str = "_row-commit-version-col-7c1a";
+pub(crate) const ROW_ID: &str = "_row-id-col-7c1a";
+pub(crate) const ROW_VERSION: &str = "_row-commit-version-col-7c1a";
 
 /// `id` and the materialized columns (null where absent) of one Parquet file, in file order.
 const COLUMNS: &str = r#"
@@ -35,7 +36,7 @@ os._exit(0)
 
 /// Each live row's (row id, row commit version) by its `id`, from the files; rows whose id is
 /// in `deleted` are skipped (a deletion vector hides them).
-fn row_ids(
+pub(crate) fn row_ids(
     dir: &Path,
     row_id: &str,
     version: &str,
@@ -76,14 +77,8 @@ fn urlencoding_decode(path: &str) -> String {
 /// Switches row tracking on as Delta does for an existing table: the protocol with the
 /// feature, the metadata naming the materialized columns, every active file restated with
 /// its `baseRowId` and `defaultRowCommitVersion`, and the high-water mark.
-fn enable_row_tracking(dir: &Path) {
-    let lines = log_lines(dir);
-    let version = lines.last().map(|(v, _)| v + 1).unwrap();
-    let mut metadata = lines
-        .iter()
-        .rev()
-        .find_map(|(_, a)| a.get("metaData").cloned())
-        .unwrap();
+pub(crate) fn enable_row_tracking(dir: &Path) {
+    let (mut metadata, version) = latest_metadata(dir);
     let configuration = metadata["configuration"].as_object_mut().unwrap();
     configuration.insert("delta.enableRowTracking".into(), json!("true"));
     configuration.insert(
