@@ -959,32 +959,9 @@ async fn probe_live(
 ) -> Result<Probe, DeltaError> {
     let version = live.version;
     let protocol = live.protocol.clone();
-
     let threshold = small_file_threshold(options.target_file_size, options.small_file_factor);
     let files = live.files.as_slice();
-    let mut small_files_by_partition = BTreeMap::new();
-    let (mut count, mut size, mut small) = (0u64, 0u64, 0u64);
-    let (mut dv_files, mut dv_rows, mut deleted_rows) = (0u64, 0u64, 0u64);
-    let mut external_files = 0u64;
-    for file in files {
-        count += 1;
-        external_files += u64::from(crate::log::references::is_absolute(&file.path));
-        size += file.size;
-        if let Some(dv) = &file.deletion_vector {
-            dv_files += 1;
-            dv_rows += file.num_records.unwrap_or(dv.cardinality);
-            deleted_rows += dv.cardinality;
-        }
-        if file.size < threshold {
-            small += 1;
-            *small_files_by_partition
-                .entry(partition_key(
-                    &protocol.partition_columns,
-                    &file.partition_values,
-                ))
-                .or_insert(0u64) += 1;
-        }
-    }
+    let figures = FileFigures::of(files, threshold, &protocol.partition_columns);
     let (history_from, history_pending) =
         read_history(uri, tracked, version, beside.as_ref().map(|b| &b.histories)).await?;
     let now = options.now.unwrap_or_else(Instant::now);
@@ -998,109 +975,27 @@ async fn probe_live(
         beside.map(|b| b.checks),
     )
     .await?;
-
     // the drill's shortcut for a table that never removed a file needs the whole history
     if let Some(drill_options) = options.drill.as_ref().filter(|_| !history_pending) {
-        let due = tracked
-            .drill
-            .as_ref()
-            .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= drill_options.every);
-        if due {
-            let table = table_at(&mut tracked.table, uri, version).await?;
-            let property = protocol
-                .properties
-                .get(crate::retention::window::DELETED_FILE_RETENTION_PROPERTY)
-                .map(String::as_str);
-            let append_only = !tracked.history.removed_files;
-            match crate::probe::drill::drill(
-                uri,
-                table,
-                files,
-                property,
-                drill_options,
-                append_only,
-                probed_at,
-            )
-            .await
-            {
-                Ok(drill) => {
-                    let unrestorable = drill.unrestorable();
-                    if unrestorable > 0 {
-                        tracing::warn!(
-                            table = uri,
-                            unrestorable,
-                            "restore drill: versions owed cannot be restored"
-                        );
-                    }
-                    tracked.drill = Some((now, drill));
-                }
-                Err(err) => {
-                    tracing::warn!(table = uri, error = %err, "restore drill could not run; retried at the next probe");
-                }
-            }
-        }
+        drill_if_due(uri, tracked, live, drill_options, now, probed_at).await?;
     }
     let restore_drill = tracked.drill.as_ref().map(|(_, d)| d.clone());
+    let checkpoint = checkpoint_at(uri, tracked, version).await?;
     let history = &mut tracked.history;
     let erasure = history.erasure.summary(files);
     history.prune(probed_at.timestamp_millis());
     count_new_stale_rows(uri, history).await;
     let history_from = history_from.or(history.first.map(|(v, _)| v));
-    let commits_per_hour = history.commits_in_last_hour(probed_at.timestamp_millis());
-
-    let checkpoint = match tracked.checkpoint_at {
-        Some((at, checkpoint)) if at == version => checkpoint,
-        _ => {
-            let store = tracked
-                .table
-                .as_ref()
-                .ok_or_else(|| not_loaded(uri))?
-                .object_store();
-            let checkpoint = last_checkpoint(store.as_ref(), uri).await?;
-            tracked.checkpoint_at = Some((version, checkpoint));
-            checkpoint
-        }
-    };
-    let at = |slot: Option<(u64, i64)>| slot.and_then(|(_, ts)| millis_to_time(ts));
     Ok(Probe {
         table: uri.to_owned(),
         version: to_i64(version),
         probed_at,
-        history: ProbeHistory {
-            created_at: at(history.first),
-            history_from_version: history_from.map(to_i64),
-            last_commit_at: at(history.last_commit),
-            commits_per_hour,
-            last_optimize_at: at(history.last_optimize),
-            last_zorder_at: at(history.last_zorder),
-            last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
-            last_vacuum_at: at(history.last_vacuum),
-            stale_writes: history.stale.summaries(),
-            recent_overwrites: history
-                .overwrites
-                .iter()
-                .rev()
-                .take(LISTED_OVERWRITES)
-                .cloned()
-                .collect(),
-            recent_foreign_rewrites: history
-                .foreign_rewrites
-                .iter()
-                .rev()
-                .take(LISTED_OVERWRITES)
-                .cloned()
-                .collect(),
-            erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
-            erasure_pending_version: erasure.pending_version.map(to_i64),
-            erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
-            last_external_remove_at: at(history.last_external_remove),
-            read: !history_pending,
-        },
-        files: count,
-        size_bytes: size,
-        small_files: small,
+        history: probe_history(history, history_from, &erasure, probed_at, history_pending),
+        files: figures.count,
+        size_bytes: figures.size,
+        small_files: figures.small,
         small_file_threshold_bytes: threshold,
-        small_files_by_partition,
+        small_files_by_partition: figures.small_by_partition,
         commits_since_checkpoint: commits_since(version, checkpoint),
         last_checkpoint_version: checkpoint.map(|cp| to_i64(cp.version)),
         last_checkpoint_at: checkpoint.and_then(|cp| millis_to_time(cp.written_at_ms)),
@@ -1111,14 +1006,161 @@ async fn probe_live(
         reader_features: protocol.reader_features,
         writer_features: protocol.writer_features,
         partition_columns: protocol.partition_columns,
-        files_with_deletion_vectors: dv_files,
-        rows_in_files_with_deletion_vectors: dv_rows,
-        deleted_rows,
-        external_files,
+        files_with_deletion_vectors: figures.dv_files,
+        rows_in_files_with_deletion_vectors: figures.dv_rows,
+        deleted_rows: figures.deleted_rows,
+        external_files: figures.external,
         restore_drill,
         damage_check_pending,
         history_pending,
     })
+}
+
+/// What a probe counts over the active files.
+#[derive(Debug, Default)]
+struct FileFigures {
+    count: u64,
+    size: u64,
+    small: u64,
+    small_by_partition: BTreeMap<String, u64>,
+    dv_files: u64,
+    dv_rows: u64,
+    deleted_rows: u64,
+    external: u64,
+}
+
+impl FileFigures {
+    fn of(files: &[ActiveFile], threshold: u64, partition_columns: &[String]) -> FileFigures {
+        let mut figures = FileFigures::default();
+        for file in files {
+            figures.count += 1;
+            figures.external += u64::from(crate::log::references::is_absolute(&file.path));
+            figures.size += file.size;
+            if let Some(dv) = &file.deletion_vector {
+                figures.dv_files += 1;
+                figures.dv_rows += file.num_records.unwrap_or(dv.cardinality);
+                figures.deleted_rows += dv.cardinality;
+            }
+            if file.size < threshold {
+                figures.small += 1;
+                *figures
+                    .small_by_partition
+                    .entry(partition_key(partition_columns, &file.partition_values))
+                    .or_insert(0u64) += 1;
+            }
+        }
+        figures
+    }
+}
+
+/// Runs the restore drill when its cadence says so, keeping the result in `tracked`; a drill
+/// that cannot run is logged and tried again at the next probe.
+async fn drill_if_due(
+    uri: &str,
+    tracked: &mut Tracked,
+    live: &Live,
+    options: &DrillOptions,
+    now: Instant,
+    probed_at: DateTime<Utc>,
+) -> Result<(), DeltaError> {
+    let due = tracked
+        .drill
+        .as_ref()
+        .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= options.every);
+    if !due {
+        return Ok(());
+    }
+    let table = table_at(&mut tracked.table, uri, live.version).await?;
+    let property = live
+        .protocol
+        .properties
+        .get(crate::retention::window::DELETED_FILE_RETENTION_PROPERTY)
+        .map(String::as_str);
+    let append_only = !tracked.history.removed_files;
+    let drill = crate::probe::drill::drill(
+        uri,
+        table,
+        live.files.as_slice(),
+        property,
+        options,
+        append_only,
+        probed_at,
+    );
+    match drill.await {
+        Ok(drill) => {
+            let unrestorable = drill.unrestorable();
+            if unrestorable > 0 {
+                tracing::warn!(
+                    table = uri,
+                    unrestorable,
+                    "restore drill: versions owed cannot be restored"
+                );
+            }
+            tracked.drill = Some((now, drill));
+        }
+        Err(err) => {
+            tracing::warn!(table = uri, error = %err, "restore drill could not run; retried at the next probe");
+        }
+    }
+    Ok(())
+}
+
+/// The table's last checkpoint as of `version`, read once per version.
+async fn checkpoint_at(
+    uri: &str,
+    tracked: &mut Tracked,
+    version: u64,
+) -> Result<Option<LastCheckpoint>, DeltaError> {
+    if let Some((at, checkpoint)) = tracked.checkpoint_at {
+        if at == version {
+            return Ok(checkpoint);
+        }
+    }
+    let store = tracked
+        .table
+        .as_ref()
+        .ok_or_else(|| not_loaded(uri))?
+        .object_store();
+    let checkpoint = last_checkpoint(store.as_ref(), uri).await?;
+    tracked.checkpoint_at = Some((version, checkpoint));
+    Ok(checkpoint)
+}
+
+/// The history part of a probe, from what the prober read of the log.
+fn probe_history(
+    history: &mut History,
+    history_from: Option<u64>,
+    erasure: &crate::probe::erasure::Erasure,
+    probed_at: DateTime<Utc>,
+    history_pending: bool,
+) -> ProbeHistory {
+    let at = |slot: Option<(u64, i64)>| slot.and_then(|(_, ts)| millis_to_time(ts));
+    let latest = |listed: &VecDeque<ForeignCommit>| {
+        listed
+            .iter()
+            .rev()
+            .take(LISTED_OVERWRITES)
+            .cloned()
+            .collect()
+    };
+    ProbeHistory {
+        created_at: at(history.first),
+        history_from_version: history_from.map(to_i64),
+        last_commit_at: at(history.last_commit),
+        commits_per_hour: history.commits_in_last_hour(probed_at.timestamp_millis()),
+        last_optimize_at: at(history.last_optimize),
+        last_zorder_at: at(history.last_zorder),
+        last_zorder_version: history.last_zorder.map(|(v, _)| to_i64(v)),
+        last_vacuum_at: at(history.last_vacuum),
+        stale_writes: history.stale.summaries(),
+        recent_overwrites: latest(&history.overwrites),
+        recent_foreign_rewrites: latest(&history.foreign_rewrites),
+        erasure_pending_since: erasure.pending_since_ms.and_then(millis_to_time),
+        erasure_pending_version: erasure.pending_version.map(to_i64),
+        erasure_last_removal_at: erasure.last_removal_ms.and_then(millis_to_time),
+        last_external_remove_at: at(history.last_external_remove),
+        read: !history_pending,
+    }
 }
 
 /// Takes the commits up to `version` the history has not seen into it: at first sight the
