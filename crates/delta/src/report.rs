@@ -186,6 +186,21 @@ pub struct TaskCommits {
     pub warnings: Vec<String>,
 }
 
+impl From<&OpReport> for TaskCommits {
+    fn from(report: &OpReport) -> Self {
+        TaskCommits {
+            commits: report.commits.clone(),
+            files_removed: report.files_removed,
+            files_added: report.files_added,
+            bytes_removed: report.bytes_removed,
+            bytes_added: report.bytes_added,
+            partitions_touched: report.partitions_touched.clone(),
+            conflicts: report.conflicts,
+            warnings: report.warnings.clone(),
+        }
+    }
+}
+
 /// One task of a job, in the job's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskSummary {

@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tablekeeper_vocab::{JobId, JobState, Lease, TaskLease, TaskState};
+use tablekeeper_vocab::{JobId, JobState, Lease, TaskLease, TaskSize, TaskSpec, TaskState};
 use uuid::Uuid;
 
 use crate::dialect::{args, Arg, Record};
@@ -48,9 +49,10 @@ pub struct Task {
     pub worker_id: Option<String>,
     pub attempt: i32,
     pub max_attempts: i32,
-    /// What the task rewrites (the delta crate's task input: files, bytes, partition).
+    /// What the task rewrites: a [`TaskSpec`] over the delta crate's task input (read it with
+    /// [`Task::spec`]).
     pub input: serde_json::Value,
-    /// What it committed, once succeeded.
+    /// What it committed, once succeeded: a [`tablekeeper_vocab::TaskOutcome`].
     pub result: Option<serde_json::Value>,
     pub error: Option<String>,
     pub lease_expires_at: Option<DateTime<Utc>>,
@@ -60,12 +62,28 @@ pub struct Task {
 }
 
 impl Task {
-    /// The input bytes the task reads (`input.bytes`; 0 when the input does not say).
+    /// The task's input as `U`, the view of the contract its reader needs; an error names the
+    /// task when the stored input does not hold it.
+    pub fn spec<U: DeserializeOwned>(&self) -> Result<TaskSpec<U>, StoreError> {
+        serde_json::from_value(self.input.clone()).map_err(|err| {
+            StoreError::InvalidInput(format!(
+                "task {} of job {} holds an input this version cannot read ({err}); it was \
+                 written by another tablekeeper version: let its job end, then run again",
+                self.task, self.job_id
+            ))
+        })
+    }
+
+    /// The input bytes the task reads; 0, with a warning, for an input this version cannot
+    /// read (progress then undercounts rather than failing the page that shows it).
     pub fn bytes(&self) -> u64 {
-        self.input
-            .get("bytes")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
+        match self.spec::<TaskSize>() {
+            Ok(spec) => spec.unit.bytes,
+            Err(err) => {
+                tracing::warn!(error = %err, "task size unknown");
+                0
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The words every tablekeeper crate shares: the maintenance operations, the states and
-//! outcomes of jobs, the kinds of drift, the identifiers of jobs and leases, and the Parquet
-//! compression of the files tablekeeper writes.
+//! outcomes of jobs, the kinds of drift, the identifiers of jobs and leases, the job-task
+//! contract (what a task's input and result hold), and the Parquet compression of the files
+//! tablekeeper writes.
 //!
 //! Each closed set is spelled here once: its variants, its string form (the one stored in
 //! the job table, used in metric labels, JSON and the CLI) and its parser. The database CHECK
@@ -10,6 +11,7 @@
 mod compression;
 mod ids;
 mod names;
+mod task;
 
 pub use compression::Compression;
 pub use ids::{JobId, Lease, TaskLease};
@@ -17,3 +19,4 @@ pub use names::{
     AttemptOutcome, Codec, DriftKind, JobState, Operation, ProbeFailureKind, StaleKind, TaskState,
     Trigger, UnknownName,
 };
+pub use task::{TaskOutcome, TaskSize, TaskSpec};

@@ -185,9 +185,7 @@ async fn run_as_tasks(
         let task = i32::try_from(n).unwrap_or(i32::MAX);
         let (state, commits, error) = match result {
             Ok(TaskRun::Committed(report)) => {
-                let part: TaskCommits = serde_json::to_value(&report)
-                    .and_then(serde_json::from_value)
-                    .unwrap_or_default();
+                let part = TaskCommits::from(report.as_ref());
                 let commits = part.commits.clone();
                 parts.push(part);
                 (TaskState::Succeeded, commits, None)

@@ -28,7 +28,7 @@ use tracing::{info, warn, Instrument};
 use crate::delta_runtime;
 use crate::jobs::executor::{self, ExecError, RunContext};
 use crate::jobs::stops::Stops;
-use crate::jobs::tasks::{run_one, store_error, stored, StoredTask, TASK_POLL};
+use crate::jobs::tasks::{outcome, run_one, store_error, stored, StoredTask, TASK_POLL};
 use crate::shared::Shared;
 
 /// The first wait for other replicas' tasks; each wait without news doubles it, up to
@@ -126,18 +126,18 @@ pub(crate) async fn add(
     plan: &TaskPlan,
     replaces: &[i32],
 ) -> Result<Vec<Task>, ExecError> {
-    let inputs: Vec<serde_json::Value> = plan
+    let inputs = plan
         .tasks
         .iter()
         .map(|input| {
             serde_json::to_value(StoredTask {
-                input: input.clone(),
+                unit: input.clone(),
                 version: plan.version,
                 replaces: replaces.to_vec(),
             })
-            .unwrap_or_default()
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| ExecError::TaskFailed(format!("a task input does not serialize: {err}")))?;
     let max_attempts = i32::try_from(spec.max_attempts).unwrap_or(i32::MAX);
     match rt
         .store
@@ -250,7 +250,7 @@ pub(crate) async fn coordinate(
         let partitions: BTreeSet<String> = tasks
             .iter()
             .filter(|t| stale.contains(&t.task))
-            .filter_map(|t| stored(t).map(|s| s.input.partition))
+            .filter_map(|t| stored(t).map(|s| s.unit.partition))
             .collect();
         let plan = replan(spec, op, ctx, &partitions).await?;
         info!(
@@ -331,8 +331,7 @@ fn report(spec: &TableSpec, op: Operation, tasks: &[Task], elapsed: Duration) ->
 
 /// What a succeeded task's result says it committed.
 fn committed_by(task: &Task) -> Option<TaskCommits> {
-    let report = task.result.as_ref()?.get("report")?;
-    serde_json::from_value(report.clone()).ok()
+    outcome(task).map(|o| o.report)
 }
 
 fn summary(task: &Task, stored: Option<&StoredTask>) -> TaskSummary {
@@ -342,10 +341,8 @@ fn summary(task: &Task, stored: Option<&StoredTask>) -> TaskSummary {
         state: task.state.to_string(),
         worker_id: task.worker_id.clone(),
         attempt: task.attempt,
-        partition: stored
-            .map(|s| s.input.partition.clone())
-            .unwrap_or_default(),
-        files: stored.map_or(0, |s| s.input.files.len() as u64),
+        partition: stored.map(|s| s.unit.partition.clone()).unwrap_or_default(),
+        files: stored.map_or(0, |s| s.unit.files.len() as u64),
         bytes: task.bytes(),
         commits,
         error: task.error.clone(),

@@ -1,7 +1,9 @@
 //! One task of a split rewrite job (README "Tasks"), run by whichever replica claims it:
 //! [`run_any`] claims a queued task of any running job (every worker tries this before it
 //! claims a job), [`run_one`] runs it under its own lease and records how it ended. What
-//! `job_tasks.input` and `result` hold is defined here ([`StoredTask`], [`TaskResult`]).
+//! `job_tasks.input` and `result` hold is the vocabulary's task contract
+//! ([`tablekeeper_vocab::TaskSpec`] over the delta crate's [`TaskInput`],
+//! [`tablekeeper_vocab::TaskOutcome`]), read here through [`stored`] and [`outcome`].
 //!
 //! Store calls run here, on the main runtime; the Delta work of a task runs on the Delta
 //! runtime ([`crate::delta_runtime`]) under the task's own lease watch.
@@ -9,9 +11,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use tablekeeper_delta::{OpReport, TaskInput, TaskRun};
+use tablekeeper_delta::{TaskCommits, TaskInput, TaskRun};
 use tablekeeper_store::{ClaimedTask, LeaseClock, StoreError, Task, TaskEnd, TaskEnded, Trigger};
+use tablekeeper_vocab::{TaskOutcome, TaskSpec};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
@@ -23,26 +25,25 @@ use crate::shared::Shared;
 /// How often a coordinator with nothing of its own to run looks at its job's tasks.
 pub(crate) const TASK_POLL: Duration = Duration::from_secs(1);
 
-/// What `job_tasks.input` holds: the task, the version it was planned at, and which earlier
-/// tasks (re-planned ones) it takes over from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct StoredTask {
-    #[serde(flatten)]
-    pub input: TaskInput,
-    pub version: i64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub replaces: Vec<i32>,
-}
+/// What `job_tasks.input` holds for a rewrite task.
+pub(crate) type StoredTask = TaskSpec<TaskInput>;
 
-/// What a succeeded task's `result` holds.
-#[derive(Debug, Serialize)]
-struct TaskResult<'a> {
-    worker_id: &'a str,
-    report: &'a OpReport,
-}
-
+/// The task's input, or why this version cannot read it (logged with the task).
 pub(crate) fn stored(task: &Task) -> Option<StoredTask> {
-    serde_json::from_value(task.input.clone()).ok()
+    task.spec()
+        .inspect_err(|err| warn!(error = %err, "task input unreadable"))
+        .ok()
+}
+
+/// What a succeeded task committed, from its `result`; `None` (logged) when the result does
+/// not hold the contract's outcome.
+pub(crate) fn outcome(task: &Task) -> Option<TaskOutcome<TaskCommits>> {
+    let result = task.result.clone()?;
+    serde_json::from_value(result)
+        .inspect_err(|err| {
+            warn!(job_id = task.job_id.0, task = task.task, error = %err, "task result unreadable")
+        })
+        .ok()
 }
 
 /// Claims a queued task of any running job and runs it. `Ok(true)` when one ran.
@@ -93,7 +94,7 @@ pub(crate) async fn run_one(
             end(rt, &claimed, TaskEnd::Failed("the task's input in job_tasks is not a task tablekeeper wrote".into())).await;
             return;
         };
-        info!(worker = %worker_id, partition = %stored.input.partition, files = stored.input.files.len(), bytes = stored.input.bytes, "task started");
+        info!(worker = %worker_id, partition = %stored.unit.partition, files = stored.unit.files.len(), bytes = stored.unit.bytes, "task started");
         let started = Instant::now();
         let ctx = RunContext {
             forced: job.trigger == Trigger::Manual,
@@ -101,7 +102,7 @@ pub(crate) async fn run_one(
         };
         let cancel = CancellationToken::new();
         let running = delta_runtime::spawn({
-            let (spec, cancel, input) = (spec.clone(), cancel.clone(), stored.input.clone());
+            let (spec, cancel, input) = (spec.clone(), cancel.clone(), stored.unit.clone());
             async move { executor::run_task(&spec, op, &ctx, &input, cancel).await }
                 .in_current_span()
         });
@@ -119,8 +120,11 @@ pub(crate) async fn run_one(
         match end_of {
             Watched::Finished(Ok(TaskRun::Committed(report))) => {
                 info!(elapsed = ?elapsed, commits = ?report.commits, files_removed = report.files_removed, files_added = report.files_added, "task committed");
-                let result = serde_json::to_value(TaskResult { worker_id, report: report.as_ref() }).unwrap_or_default();
-                end(rt, &claimed, TaskEnd::Succeeded(result)).await;
+                let outcome = TaskOutcome { worker_id: worker_id.to_owned(), report: report.as_ref() };
+                match serde_json::to_value(outcome) {
+                    Ok(result) => end(rt, &claimed, TaskEnd::Succeeded(result)).await,
+                    Err(err) => end(rt, &claimed, TaskEnd::Failed(format!("the task's report does not serialize: {err}"))).await,
+                }
             }
             Watched::Finished(Ok(TaskRun::Replan(reason))) => {
                 info!(reason = %reason, "task re-planned: its inputs changed");

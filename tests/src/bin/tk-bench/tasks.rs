@@ -313,7 +313,10 @@ async fn task_overhead(database_url: &str) -> Result<serde_json::Value> {
         heartbeats.push(secs(t) * 1000.0);
         let t = Instant::now();
         store
-            .end_task(&task.lease, TaskEnd::Succeeded(json!({"report": {}})))
+            .end_task(
+                &task.lease,
+                TaskEnd::Succeeded(json!({"worker_id": "tk-bench", "report": {}})),
+            )
             .await?;
         ends.push(secs(t) * 1000.0);
     }
