@@ -70,9 +70,9 @@ impl ExecError {
         match self {
             ExecError::Refused(_) | ExecError::TaskFailed(_) => false,
             ExecError::Deferred { .. } | ExecError::Store(_) | ExecError::HandedOver(_) => true,
-            ExecError::Crashed(crashed) => {
-                matches!(crashed, crate::delta_runtime::Crashed::NoRuntime(_))
-            }
+            // a panic is retried like any failure (the operation's own panics come back as
+            // `DeltaError::Panicked`, transient, naming the table and operation)
+            ExecError::Crashed(_) => true,
             ExecError::Delta(e) => e.class() != tablekeeper_delta::ErrorClass::Permanent,
         }
     }
