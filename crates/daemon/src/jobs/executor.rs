@@ -322,3 +322,30 @@ async fn run_operation(
     };
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_fails_the_job_naming_table_and_operation_and_is_retried() {
+        let panicked = ExecError::Delta(DeltaError::Panicked {
+            table: "s3://lake/t".into(),
+            operation: "zorder".into(),
+            message: "TokioMultiThreadExecutor has crashed".into(),
+        });
+        assert!(panicked.is_retryable());
+        assert!(!panicked.is_conflict());
+        assert!(
+            panicked
+                .to_string()
+                .starts_with("zorder on `s3://lake/t` panicked: TokioMultiThreadExecutor"),
+            "{panicked}"
+        );
+        let crashed = ExecError::Crashed(crate::delta_runtime::Crashed::Panicked("boom".into()));
+        assert!(
+            crashed.is_retryable(),
+            "a panic in the daemon's part is retried too"
+        );
+    }
+}
