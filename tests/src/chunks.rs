@@ -11,7 +11,7 @@ use tablekeeper_delta::fixtures::both_readers;
 use tablekeeper_delta::fixtures::peers::run_python;
 
 use crate::maintained;
-use crate::setup::{InventoryFile, TableEntry};
+use crate::setup::InventoryFile;
 
 /// Every active file's column chunks (row group by row group), keyed by the file's path as the
 /// log names it.
@@ -75,16 +75,7 @@ pub async fn chunks_of_new_files(
     let uri = table.to_str().expect("a UTF-8 table path");
     let before = column_chunks(uri);
     let (rust_before, python_before) = both_readers(uri).await.expect("both readers read");
-    let inventory = InventoryFile::write(
-        dir,
-        "",
-        &[TableEntry {
-            name: "t",
-            path: table,
-            extra,
-        }],
-    )
-    .expect("inventory written");
+    let inventory = InventoryFile::one(dir, "t", table, extra);
     let result = maintained(&inventory.path, "t", operation);
     let (rust_after, python_after) = both_readers(uri).await.expect("both readers read");
     assert!(rust_after == rust_before, "deltalake reads other rows");

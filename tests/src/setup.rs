@@ -103,6 +103,14 @@ impl InventoryFile {
         std::fs::write(&path, yaml)?;
         Ok(Self { path })
     }
+
+    /// [`Self::write`] of one table, `name` at `path` with the YAML lines `extra`, no defaults.
+    ///
+    /// # Panics
+    /// When the file cannot be written.
+    pub fn one(dir: &Path, name: &str, path: &Path, extra: &str) -> Self {
+        Self::write(dir, "", &[TableEntry { name, path, extra }]).expect("inventory written")
+    }
 }
 
 /// Environment for `tablekeeper run`: fast polls and probes, the given lease and workers.

@@ -152,6 +152,33 @@ pub enum DeltaError {
         found: u64,
     },
 
+    /// The content guard refused a rewrite before its commit: the files it wrote do not hold
+    /// what it read (a column's values, a partition value, or their statistics differ).
+    #[error(
+        "refusing to commit the rewrite of `{table}` (partition {partition}): {what}; nothing was \
+         committed, the table is unchanged and the files written are left for VACUUM; this is a \
+         bug in tablekeeper or deltalake: please report it with this message"
+    )]
+    ContentChanged {
+        table: String,
+        partition: String,
+        what: String,
+    },
+
+    /// tablekeeper's code or a dependency's panicked during a probe or an operation: the panic
+    /// ended that step only, and the job fails like any failure (retried).
+    #[error(
+        "{operation} on `{table}` panicked: {message}; the step stopped there (commits made \
+         before it stand, each guarded) and the job is retried like any failure; this is a bug \
+         in tablekeeper or a library it runs (deltalake, the Delta kernel): please report it \
+         with this message"
+    )]
+    Panicked {
+        table: String,
+        operation: String,
+        message: String,
+    },
+
     /// Commit conflicts persisted after every retry the caller allowed.
     #[error(
         "{operation} on `{table}` lost {attempts} commit race(s) to concurrent writers: {source}; \
@@ -211,12 +238,13 @@ pub enum DeltaError {
          the daemon's repair job run) first"
     )]
     RepairPending { table: String, versions: Vec<i64> },
-    /// The log references data files that storage no longer holds: the table is damaged.
+    /// The log references data files (or the deletion-vector files they read) that storage
+    /// no longer holds: the table is damaged.
     #[error(
-        "table `{table}` is damaged: {} of its {active} active data file(s) are missing from \
-         storage (first: {}); readers fail on them and tablekeeper will not maintain the table \
-         until it reads again: restore the files, or RESTORE the table to a version that does \
-         not reference them",
+        "table `{table}` is damaged: {} file(s) its {active} active data file(s) need are \
+         missing from storage (first: {}); readers fail on them and tablekeeper will not \
+         maintain the table until it reads again: restore the files, or RESTORE the table to a \
+         version that does not reference them",
         files.len(),
         files.first().map(String::as_str).unwrap_or("-")
     )]
@@ -300,6 +328,8 @@ impl DeltaError {
             DeltaError::Cancelled { .. } => ErrorClass::Transient,
             // the next attempt plans on the new version
             DeltaError::TableMoved { .. } => ErrorClass::Transient,
+            // a panic may be a race or an input that changes; retried like any failure
+            DeltaError::Panicked { .. } => ErrorClass::Transient,
             DeltaError::Delta { source, .. } => classify(source),
             // a clone's storage that flickers is retried; a gone or damaged one needs a person
             DeltaError::ReferrerUnreadable { source, .. } => match source.class() {
@@ -316,6 +346,7 @@ impl DeltaError {
             | DeltaError::PinUnloadable { .. }
             | DeltaError::DuplicateRewrite { .. }
             | DeltaError::RowsChanged { .. }
+            | DeltaError::ContentChanged { .. }
             | DeltaError::CheckpointCanary { .. }
             | DeltaError::MissingDataFiles { .. }
             | DeltaError::DamagedLog { .. }
@@ -344,6 +375,8 @@ impl DeltaError {
             | DeltaError::ReferrerUnreadable { table, .. }
             | DeltaError::DuplicateRewrite { table, .. }
             | DeltaError::RowsChanged { table, .. }
+            | DeltaError::ContentChanged { table, .. }
+            | DeltaError::Panicked { table, .. }
             | DeltaError::Conflict { table, .. }
             | DeltaError::Cancelled { table, .. }
             | DeltaError::CheckpointCanary { table, .. }

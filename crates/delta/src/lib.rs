@@ -31,6 +31,14 @@
 //! - **Rows**: every rewrite commit (compaction, Z-order, [`PurgeOptions`] purge) must add
 //!   exactly the live rows it removed (records minus deletion vectors), else it fails loudly
 //!   with [`DeltaError::RowsChanged`] and the version to restore to.
+//! - **Content**: before a rewrite commits, every partition it wrote is checked against what it
+//!   read (`rewrite/content.rs`): partition values exactly as the log spelled them, per column a
+//!   fingerprint of the live values, and statistics that describe the rows written; a
+//!   difference is [`DeltaError::ContentChanged`] and nothing is committed.
+//! - **Damage**: every operation first checks that every active data file and every
+//!   deletion-vector file they read is on storage ([`DeltaError::MissingDataFiles`]).
+//! - **Panics**: a panic inside an operation or a probe (ours or a dependency's) is
+//!   [`DeltaError::Panicked`], naming the table and operation, never an unwinding caller.
 //! - **Rewrites in bounded memory**: compaction splices encoded column chunks when a bin's files
 //!   qualify and decodes otherwise (`bins.rs`, `splice.rs`), its bins in parallel while they fit
 //!   in the process's [`set_rewrite_memory_budget`] (Z-order reserves half of it while it runs).

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use deltalake::logstore::LogStore;
+use futures::FutureExt as _;
 use rand::Rng;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,34 @@ pub(crate) async fn cancellable<T>(
         biased;
         () = cancel.cancelled() => Err(DeltaError::Cancelled { table: table.to_owned(), operation }),
         result = step => result,
+    }
+}
+
+/// Runs `work`, turning a panic inside it (tablekeeper's, or a dependency's on this task: the
+/// Delta kernel re-raises its engine's panics on the caller's thread) into
+/// [`DeltaError::Panicked`] naming the table and the operation, so no panic leaves an
+/// operation or a probe. Every public operation runs in it, at the boundary where its future
+/// is boxed.
+pub(crate) async fn unwound<T>(
+    table: &str,
+    operation: impl std::fmt::Display,
+    work: impl Future<Output = Result<T, DeltaError>>,
+) -> Result<T, DeltaError> {
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            tracing::error!(table, operation = %operation, message = %message, "operation panicked");
+            Err(DeltaError::Panicked {
+                table: table.to_owned(),
+                operation: operation.to_string(),
+                message,
+            })
+        }
     }
 }
 
@@ -142,6 +171,41 @@ pub(crate) async fn run_commits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panic_inside_an_operation_becomes_an_error_naming_table_and_operation() {
+        let work = async {
+            tokio::task::yield_now().await;
+            let parts: Vec<u8> = Vec::new();
+            // a dependency's assertion, as deltalake's kernel raises them
+            Ok::<u8, DeltaError>(parts[3])
+        };
+        let err = unwound("s3://lake/t", Operation::Compact, work)
+            .await
+            .expect_err("the panic is an error");
+        let DeltaError::Panicked {
+            ref operation,
+            ref message,
+            ..
+        } = err
+        else {
+            panic!("expected Panicked, got {err:?}");
+        };
+        assert_eq!(operation, "compact");
+        assert!(message.contains("index out of bounds"), "{message}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("compact on `s3://lake/t` panicked: index out of bounds"),
+            "{text}"
+        );
+        assert_eq!(err.class(), crate::error::ErrorClass::Transient, "retried");
+        assert_eq!(
+            unwound("t", "probe", async { Ok::<_, DeltaError>(7) })
+                .await
+                .ok(),
+            Some(7)
+        );
+    }
     use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
     use deltalake::DeltaTableError;
 

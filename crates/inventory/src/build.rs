@@ -121,7 +121,14 @@ fn writers_of(draft: &TableDraft) -> Writers {
 /// `layout:`, defaults applied (the average-size threshold from the compaction target).
 fn layout_of(draft: &TableDraft, target_file_size: u64) -> Layout {
     Layout {
-        partition_by: names(&draft.partition_by),
+        // partition columns are top-level names, compared with the table's unquoted
+        partition_by: names(&draft.partition_by)
+            .into_iter()
+            .map(|name| match tablekeeper_vocab::column_path(&name) {
+                Ok(path) if path.len() == 1 => path.into_iter().collect(),
+                _ => name,
+            })
+            .collect(),
         optimize_write: draft.optimize_write.unwrap_or(defaults::OPTIMIZE_WRITE),
         zorder: names(&draft.zorder),
         min_average_file_size: draft
@@ -222,9 +229,25 @@ fn names(field: &Field<Vec<At<String>>>) -> Vec<String> {
 }
 
 fn check_layout(ctx: &mut Ctx<'_>, draft: &TableDraft) {
-    let partitions = names(&draft.partition_by);
+    // column lists spell names as Spark does: a name holding a dot in backticks
+    let mut paths = |field: &Field<Vec<At<String>>>, key: &str| -> Vec<Vec<String>> {
+        let mut paths = Vec::new();
+        for column in field.get().into_iter().flatten() {
+            match tablekeeper_vocab::column_path(&column.value) {
+                Ok(path) => paths.push(path),
+                Err(problem) => ctx.error(column.loc, key, problem),
+            }
+        }
+        paths
+    };
+    let partitions = paths(&draft.partition_by, "layout.partition_by");
+    paths(&draft.zorder, "layout.zorder");
     if let Some(columns) = draft.zorder.get() {
-        for column in columns.iter().filter(|c| partitions.contains(&c.value)) {
+        let is_partition = |column: &At<String>| {
+            tablekeeper_vocab::column_path(&column.value)
+                .is_ok_and(|path| partitions.contains(&path))
+        };
+        for column in columns.iter().filter(|c| is_partition(c)) {
             ctx.error(
                 column.loc,
                 "layout.zorder",

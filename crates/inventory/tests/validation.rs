@@ -541,6 +541,41 @@ fn zorder_must_not_name_a_partition_column() {
 }
 
 #[test]
+fn column_lists_take_names_quoted_in_backticks_as_spark_does() {
+    let inventory = valid(&table_with(&[
+        "    layout:",
+        "      partition_by: [\"`event.date`\"]",
+        "      zorder: [\"`id.num`\", \"payload.`a b`\"]",
+    ]));
+    let layout = &inventory.tables[0].layout;
+    assert_eq!(layout.partition_by, ["event.date"]);
+    assert_eq!(layout.zorder, ["`id.num`", "payload.`a b`"]);
+
+    let problems = problems_of(&table_with(&[
+        "    layout:",
+        "      partition_by: [\"`event_date`\"]",
+        "      zorder: [\"`id.num\", \"`event_date`\"]",
+    ]));
+    expect(
+        &problems,
+        7,
+        16,
+        T,
+        Some("layout.zorder"),
+        "opens a backtick it never closes",
+    );
+    expect(
+        &problems,
+        7,
+        27,
+        T,
+        Some("layout.zorder"),
+        "is a partition column",
+    );
+    assert_eq!(problems.len(), 2, "{problems:?}");
+}
+
+#[test]
 fn zorder_enabled_without_columns() {
     let problems = problems_of(&table_with(&[
         "    maintenance:",

@@ -1,18 +1,20 @@
 //! The words every tablekeeper crate shares: the maintenance operations, the states and
 //! outcomes of jobs, the kinds of drift, the identifiers of jobs and leases, the job-task
-//! contract (what a task's input and result hold), and the Parquet compression of the files
-//! tablekeeper writes.
+//! contract (what a task's input and result hold), the Parquet compression of the files
+//! tablekeeper writes, and how a column list spells a column's path.
 //!
 //! Each closed set is spelled here once: its variants, its string form (the one stored in
 //! the job table, used in metric labels, JSON and the CLI) and its parser. The database CHECK
 //! constraints in `migrations/` must list the same strings; the store's tests compare them.
 //! This crate owns names only: it must never read a file, a table or a database.
 
+mod columns;
 mod compression;
 mod ids;
 mod names;
 mod task;
 
+pub use columns::{column_path, quote_path};
 pub use compression::Compression;
 pub use ids::{JobId, Lease, TaskLease};
 pub use names::{

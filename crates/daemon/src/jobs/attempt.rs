@@ -148,6 +148,9 @@ async fn failed(
         ExecError::Delta(DeltaError::RowsChanged { .. }) => {
             error!(error = %e, "DATA SAFETY: a rewrite changed the table's live rows; restore the version the error names before the next maintenance run");
         }
+        ExecError::Delta(DeltaError::ContentChanged { .. }) => {
+            error!(error = %e, "DATA SAFETY: the content guard refused a rewrite before its commit; the table is unchanged, report the message");
+        }
         _ => {}
     }
     let kind = if conflict {

@@ -70,9 +70,9 @@ impl ExecError {
         match self {
             ExecError::Refused(_) | ExecError::TaskFailed(_) => false,
             ExecError::Deferred { .. } | ExecError::Store(_) | ExecError::HandedOver(_) => true,
-            ExecError::Crashed(crashed) => {
-                matches!(crashed, crate::delta_runtime::Crashed::NoRuntime(_))
-            }
+            // a panic is retried like any failure (the operation's own panics come back as
+            // `DeltaError::Panicked`, transient, naming the table and operation)
+            ExecError::Crashed(_) => true,
             ExecError::Delta(e) => e.class() != tablekeeper_delta::ErrorClass::Permanent,
         }
     }
@@ -321,4 +321,31 @@ async fn run_operation(
         }
     };
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_fails_the_job_naming_table_and_operation_and_is_retried() {
+        let panicked = ExecError::Delta(DeltaError::Panicked {
+            table: "s3://lake/t".into(),
+            operation: "zorder".into(),
+            message: "TokioMultiThreadExecutor has crashed".into(),
+        });
+        assert!(panicked.is_retryable());
+        assert!(!panicked.is_conflict());
+        assert!(
+            panicked
+                .to_string()
+                .starts_with("zorder on `s3://lake/t` panicked: TokioMultiThreadExecutor"),
+            "{panicked}"
+        );
+        let crashed = ExecError::Crashed(crate::delta_runtime::Crashed::Panicked("boom".into()));
+        assert!(
+            crashed.is_retryable(),
+            "a panic in the daemon's part is retried too"
+        );
+    }
 }

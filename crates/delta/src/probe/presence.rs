@@ -1,5 +1,6 @@
-//! Damage check: does every data file the log references still exist in storage, and does
-//! every version of the log that should load still load?
+//! Damage check: does every data file the log references still exist in storage, and every
+//! deletion-vector file those files read, and does every version of the log that should load
+//! still load?
 //!
 //! Someone deleting files by hand or a bucket lifecycle rule leaves a log that points at
 //! nothing; readers of the table then fail on those files. The same accidents can take a commit
@@ -14,6 +15,12 @@
 //! checks, files added since the last one are asked for one by one
 //! ([`ensure_files_present`]): a HEAD request each. Files the log names by absolute path (a
 //! shallow clone's, under another table's root) are not this table's to check.
+//!
+//! A deletion vector is part of its data file: a reader of the file reads the vector too, and
+//! fails when it is gone, so a missing vector file is damage like a missing data file, named
+//! with the data file it belongs to. Its path is the one the protocol derives from the
+//! descriptor ([`crate::log::deletion_vector`]: `u` relative to the root with its random prefix,
+//! `p` absolute, `i` inline in the log and never missing).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -117,17 +124,59 @@ pub(crate) async fn list_root(
     Ok(listed)
 }
 
-/// Active files (relative, percent-decoded paths) missing from `data`.
-fn missing_files(data: &HashMap<String, u64>, files: &[ActiveFile]) -> Vec<String> {
+/// Active files (relative, percent-decoded paths) and the deletion-vector files they read
+/// missing from `data`: a data file by its path, a vector as `VECTOR (the deletion vector of
+/// DATA FILE)`.
+fn missing_files(data: &HashMap<String, u64>, root: &str, files: &[ActiveFile]) -> Vec<String> {
+    let listed = |path: &str| data.contains_key(path) || data.contains_key(&decode_path(path));
     let mut missing: Vec<String> = files
         .iter()
-        // absolute paths name another table's files (a shallow clone's): not under this root
-        .filter(|f| !is_absolute(&f.path))
-        .filter(|f| !data.contains_key(&f.path) && !data.contains_key(&decode_path(&f.path)))
-        .map(|f| f.path.clone())
+        .flat_map(|f| needed_files(root, f).into_iter())
+        .filter(|(path, _)| !listed(path))
+        .map(|(_, named)| named)
         .collect();
     missing.sort();
     missing
+}
+
+/// The files under this table's root (`root`, its URL with a trailing `/`) that reading
+/// `file` needs, each relative to the root with how a damage report names it: the data file
+/// itself, and its deletion vector's file (a `p` descriptor's absolute path when it lies under
+/// the root). Other absolute paths name another table's files (a shallow clone's): not under
+/// this root, not checked here.
+fn needed_files(root: &str, file: &ActiveFile) -> Vec<(String, String)> {
+    let mut needed = Vec::with_capacity(2);
+    if !is_absolute(&file.path) {
+        needed.push((file.path.clone(), file.path.clone()));
+    }
+    let vector = file
+        .deletion_vector
+        .as_ref()
+        .and_then(|dv| dv.file.as_deref());
+    let relative = vector.and_then(|path| {
+        if is_absolute(path) {
+            path.strip_prefix(root).map(decode_path)
+        } else {
+            Some(path.to_owned())
+        }
+    });
+    if let (Some(vector), Some(relative)) = (vector, relative) {
+        needed.push((
+            relative,
+            format!("{vector} (the deletion vector of {})", file.path),
+        ));
+    }
+    needed
+}
+
+/// The table's root URL with a trailing `/`, as absolute paths under it begin.
+fn root_of(table: &DeltaTable) -> String {
+    let root = table.table_url().as_str();
+    if root.ends_with('/') {
+        root.to_owned()
+    } else {
+        format!("{root}/")
+    }
 }
 
 /// Fails with [`DeltaError::MissingDataFiles`] when any active file is gone from storage, and
@@ -138,7 +187,7 @@ pub(crate) async fn ensure_present(
     files: &[ActiveFile],
 ) -> Result<(), DeltaError> {
     let listed = list_root(table, uri, files.len()).await?;
-    let missing = missing_files(&listed.data, files);
+    let missing = missing_files(&listed.data, &root_of(table), files);
     if !missing.is_empty() {
         return Err(DeltaError::MissingDataFiles {
             table: uri.to_owned(),
@@ -164,15 +213,16 @@ pub(crate) async fn ensure_files_present(
 ) -> Result<(), DeltaError> {
     // owned futures, built before the first await: a closure or a borrow held across it
     // makes the probe's future not `Send` for every lifetime (rust-lang/rust#100013)
+    let root = root_of(table);
     let checks: Vec<_> = added
         .iter()
-        .filter(|file| !is_absolute(&file.path))
-        .map(|file| {
-            let (store, uri, path) = (table.object_store(), uri.to_owned(), file.path.clone());
+        .flat_map(|file| needed_files(&root, file).into_iter())
+        .map(|(path, named)| {
+            let (store, uri) = (table.object_store(), uri.to_owned());
             async move {
                 let present =
                     exists(store.as_ref(), &uri, &path, "checking new data files").await?;
-                Ok::<_, DeltaError>((path, present))
+                Ok::<_, DeltaError>((named, present))
             }
         })
         .collect();
@@ -248,6 +298,53 @@ pub(crate) async fn explain_load_failure(uri: &str, err: DeltaError) -> DeltaErr
 mod tests {
     use super::*;
     use crate::fixtures::{write_small_files, SmallFiles};
+
+    fn file(path: &str, vector: Option<&str>) -> ActiveFile {
+        ActiveFile {
+            path: path.to_owned(),
+            size: 1,
+            partition_values: HashMap::new(),
+            num_records: Some(1),
+            deletion_vector: vector.map(|file| crate::log::deletion_vector::DeletionVector {
+                id: format!("u{file}"),
+                cardinality: 1,
+                file: Some(file.to_owned()),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_missing_deletion_vector_is_damage_named_with_its_data_file() {
+        let data: HashMap<String, u64> = [
+            ("a.parquet", 1),
+            ("b.parquet", 1),
+            ("ab/deletion_vector_1.bin", 1),
+        ]
+        .into_iter()
+        .map(|(p, s)| (p.to_owned(), s))
+        .collect();
+        let root = "file:///lake/t/";
+        let files = [
+            file("a.parquet", Some("ab/deletion_vector_1.bin")),
+            file("b.parquet", Some("deletion_vector_2.bin")),
+            // a `p` descriptor under the root, and one under another table's
+            file("a.parquet", Some("file:///lake/t/deletion_vector_3.bin")),
+            file(
+                "a.parquet",
+                Some("file:///lake/other/deletion_vector_4.bin"),
+            ),
+            // inline vectors have no file
+            file("b.parquet", None),
+        ];
+        assert_eq!(
+            missing_files(&data, root, &files),
+            vec![
+                "deletion_vector_2.bin (the deletion vector of b.parquet)".to_owned(),
+                "file:///lake/t/deletion_vector_3.bin (the deletion vector of a.parquet)"
+                    .to_owned(),
+            ]
+        );
+    }
 
     /// The directory-by-directory listing of a large table finds what the one-go listing of
     /// a small one finds.

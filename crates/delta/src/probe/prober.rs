@@ -706,7 +706,22 @@ impl Prober {
     }
 
     /// Probes the table at `uri` from its log; re-probes read only the commits since the last.
+    /// A panic during the probe fails it ([`DeltaError::Panicked`]) and forgets what was
+    /// tracked of the table, so the next probe starts afresh.
     pub async fn probe(&self, uri: &str, options: &ProbeOptions) -> Result<Probe, DeltaError> {
+        let result =
+            crate::run::unwound(uri, "probe", self.probe_tracked_table(uri, options)).await;
+        if matches!(result, Err(DeltaError::Panicked { .. })) {
+            *self.slot(uri).lock().await = None;
+        }
+        result
+    }
+
+    async fn probe_tracked_table(
+        &self,
+        uri: &str,
+        options: &ProbeOptions,
+    ) -> Result<Probe, DeltaError> {
         let slot = self.slot(uri);
         let mut guard = slot.lock().await;
         let seen = guard.is_some();

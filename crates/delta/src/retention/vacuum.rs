@@ -102,7 +102,11 @@ pub fn vacuum<'a>(
     options: &'a VacuumOptions,
     cancel: &'a CancellationToken,
 ) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
-    Box::pin(run(table_uri, options, cancel))
+    Box::pin(crate::run::unwound(
+        table_uri,
+        OP,
+        run(table_uri, options, cancel),
+    ))
 }
 
 async fn run(

@@ -24,7 +24,8 @@ use uuid::Uuid;
 
 use crate::error::DeltaError;
 use crate::log::commit::CommitRules;
-use crate::rewrite::decode::{commit_rewrite, rewrite_files};
+use crate::rewrite::content::{check, shared_values, LogValues, Strictness, Tally};
+use crate::rewrite::decode::{commit_rewrite, rewrite_files, tally_failed};
 use crate::rewrite::merged_stats::{self, Naming};
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::select::OwnedFilter;
@@ -205,6 +206,8 @@ impl BinContext {
     /// Rewrites and commits one bin, holding its share of the memory budget while it runs.
     async fn run(&self, bin: Bin) -> Result<(), DeltaError> {
         let uri = self.uri.as_str();
+        // the values every file added carries, as the log spells them
+        let values = shared_values(uri, bin.files.iter().map(|f| &f.partition_values))?;
         let decision = self.decide(&bin).await?;
         let estimate = match &decision {
             Rewrite::Copy { inputs, .. } => {
@@ -221,7 +224,7 @@ impl BinContext {
         let _reserved = crate::rewrite::budget::budget().reserve(estimate).await;
         let (mut actions, how) = match decision {
             Rewrite::Copy { inputs, stats } => {
-                let add = self.copy(&bin, &inputs, stats).await?;
+                let add = self.copy(&bin, &inputs, stats, values).await?;
                 (vec![Action::Add(add)], "copied column chunks".to_owned())
             }
             Rewrite::Decode(reason) => {
@@ -231,6 +234,7 @@ impl BinContext {
                     &self.log_store,
                     &self.snapshot,
                     paths,
+                    values,
                     self.spec.output,
                 )
                 .await?;
@@ -339,8 +343,16 @@ impl BinContext {
         Ok(Rewrite::Copy { inputs, stats })
     }
 
-    /// Writes the bin's files as one by copying their column chunks; returns its `add`.
-    async fn copy(&self, bin: &Bin, inputs: &[Input], stats: Value) -> Result<Add, DeltaError> {
+    /// Writes the bin's files as one by copying their column chunks; returns its `add`, once
+    /// the content guard found its merged statistics describe the written footer's chunks
+    /// (the chunks themselves are the inputs' bytes: their values hold by construction).
+    async fn copy(
+        &self,
+        bin: &Bin,
+        inputs: &[Input],
+        stats: Value,
+        values: LogValues,
+    ) -> Result<Add, DeltaError> {
         let uri = self.uri.as_str();
         let first = &bin.files[0];
         let directory = first.path.rsplit_once('/').map(|(dir, _)| dir);
@@ -367,9 +379,10 @@ impl BinContext {
                 )),
             ));
         }
-        Ok(Add {
+        let written = Tally::of_footer(&footer).map_err(|e| tally_failed(uri, e))?;
+        let adds = [Add {
             path: output.to_string(),
-            partition_values: first.partition_values.clone(),
+            partition_values: values.clone(),
             size: i64::try_from(size).unwrap_or(i64::MAX),
             modification_time: chrono::Utc::now().timestamp_millis(),
             data_change: false,
@@ -379,7 +392,28 @@ impl BinContext {
             base_row_id: None,
             default_row_commit_version: None,
             clustering_provider: None,
-        })
+        }];
+        #[cfg(test)]
+        let adds = {
+            let mut adds = adds;
+            crate::rewrite::content::fault::adds(
+                &mut adds,
+                written.first_column().unwrap_or_default(),
+            );
+            adds
+        };
+        // the footer and the merged statistics both name columns as the file does
+        check(
+            uri,
+            &values,
+            None,
+            written,
+            &adds,
+            Strictness::Bounds,
+            &str::to_owned,
+        )?;
+        let [add] = adds;
+        Ok(add)
     }
 }
 

@@ -28,6 +28,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::error::DeltaError;
 use crate::rewrite::budget::Budget;
+use crate::rewrite::content::{LogValues, Tally};
 use crate::rewrite::decode::PartitionFiles;
 use crate::rewrite::external_sort::{ExternalSort, RunLimit, Sorted};
 use crate::rewrite::plan::RewriteSpec;
@@ -103,6 +104,7 @@ async fn write_sorted(
     uri: &str,
     mut sorted: Sorted,
     mut writer: PartitionFiles,
+    read: Tally,
 ) -> Result<(Vec<Add>, usize, u64), DeltaError> {
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<RecordBatch>(WRITE_QUEUE);
     // aborted if this future is dropped (a cancelled job): no file is written after it
@@ -110,7 +112,7 @@ async fn write_sorted(
         while let Some(batch) = receiver.recv().await {
             writer.write(batch).await?;
         }
-        writer.close().await
+        writer.close(read).await
     }));
     while let Some(batch) = sorted
         .next_batch()
@@ -144,25 +146,33 @@ struct PartitionTask {
 }
 
 impl PartitionTask {
-    /// Z-orders `files` (path and `remove` action each) of `partition` into new files and
-    /// returns the removes followed by the adds.
+    /// Z-orders `files` (path, `remove` action and partition values as the log spells them,
+    /// each) of `partition` into new files and returns the removes followed by the adds.
     async fn run(
         self,
         partition: String,
-        files: Vec<(String, Action)>,
+        files: Vec<(String, Action, LogValues)>,
     ) -> Result<Vec<Action>, DeltaError> {
         let uri = self.uri.as_str();
-        let (paths, mut actions): (Vec<String>, Vec<Action>) = files.into_iter().unzip();
+        let values = crate::rewrite::content::shared_values(uri, files.iter().map(|(_, _, v)| v))?;
+        let (paths, mut actions): (Vec<String>, Vec<Action>) = files
+            .into_iter()
+            .map(|(path, remove, _)| (path, remove))
+            .unzip();
         let files = paths.len();
         // held until the partition's files are written: sorted rows that fitted in memory are
         // held until then
         let mut share = Share::reserve(crate::rewrite::budget::budget()).await;
         let (schema, mut batches) =
             crate::rewrite::decode::scan_files(uri, &self.log_store, &self.snapshot, paths).await?;
+        let partition_columns = self.snapshot.metadata().partition_columns().to_vec();
+        let mut read = Tally::new(&schema, &partition_columns);
         let mut sort = ExternalSort::new(&schema, self.key.width(), &mut share);
         while let Some(batch) = batches.next().await {
             let batch = batch
                 .map_err(|e| DeltaError::delta(uri, "reading the files to z-order", e.into()))?;
+            read.add(&batch)
+                .map_err(|e| crate::rewrite::decode::tally_failed(uri, e))?;
             let keys = self
                 .key
                 .keys(&batch)
@@ -175,9 +185,15 @@ impl PartitionTask {
         let sorted = sort
             .finish()
             .map_err(|e| DeltaError::delta(uri, "sorting rows for z-order", e.into()))?;
-        let writer =
-            PartitionFiles::new(uri, &self.log_store, &self.snapshot, schema, self.output)?;
-        let (adds, runs, spilled) = write_sorted(uri, sorted, writer).await?;
+        let writer = PartitionFiles::new(
+            uri,
+            &self.log_store,
+            &self.snapshot,
+            schema,
+            values,
+            self.output,
+        )?;
+        let (adds, runs, spilled) = write_sorted(uri, sorted, writer, read).await?;
         tracing::debug!(
             table = uri,
             partition = %partition,
@@ -213,11 +229,12 @@ pub(crate) async fn rewrite(
     let step = async {
         let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
         let partitions =
-            crate::rewrite::select::select_files(uri, &snapshot, filters, |file, _| {
+            crate::rewrite::select::select_files(uri, &snapshot, filters, |file, values| {
                 spec.takes(file).then(|| {
                     (
                         file.path().into_owned(),
                         crate::rewrite::select::remove_of(file),
+                        values,
                     )
                 })
             })?;

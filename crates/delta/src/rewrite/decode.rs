@@ -25,6 +25,7 @@ use indexmap::IndexMap;
 use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
+use crate::rewrite::content::{LogValues, Strictness, Tally};
 use crate::rewrite::dictionary::Sample;
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::row_ids::row_tracking;
@@ -39,23 +40,36 @@ pub(crate) const MEMORY_BYTES: u64 = 2 * ROW_GROUP_BYTES;
 const RANDOM_PREFIX_LENGTH: usize = 2;
 
 /// Writes the live rows of `paths` (files of one partition of `snapshot`, percent-decoded as
-/// `LogicalFileView::path`) into new files shaped as `shape` says. Returns their `add`
-/// actions, `dataChange: false`.
+/// `LogicalFileView::path`, whose partition values the log spells as `values`) into new files
+/// shaped as `shape` says. Returns their `add` actions, `dataChange: false`, once the content
+/// guard passed them ([`crate::rewrite::content`]).
 pub(crate) async fn rewrite_files(
     uri: &str,
     log_store: &LogStoreRef,
     snapshot: &EagerSnapshot,
     paths: Vec<String>,
+    values: LogValues,
     shape: FileShape,
 ) -> Result<Vec<Add>, DeltaError> {
     let (schema, mut batches) = scan_files(uri, log_store, snapshot, paths).await?;
-    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, shape)?;
+    let mut writer = PartitionFiles::new(uri, log_store, snapshot, schema, values, shape)?;
+    let mut read = writer.tally();
     while let Some(batch) = batches.next().await {
         let batch =
             batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
+        read.add(&batch).map_err(|e| tally_failed(uri, e))?;
         writer.write(batch).await?;
     }
-    writer.close().await
+    writer.close(read).await
+}
+
+/// A tally that could not be taken: the rewrite stops before it commits.
+pub(crate) fn tally_failed(uri: &str, reason: String) -> DeltaError {
+    DeltaError::delta(
+        uri,
+        "tallying the rows of a rewrite",
+        DeltaTableError::Generic(reason),
+    )
 }
 
 /// The live rows of `paths` (files of `snapshot`, percent-decoded as `LogicalFileView::path`),
@@ -90,6 +104,11 @@ pub(crate) async fn scan_files(
 /// The first rows are held back ([`Sample`]) until they show which columns hardly repeat a
 /// value; those are written without a dictionary ([`crate::rewrite::dictionary`]), the rest
 /// with the writer's default.
+///
+/// Every added file carries the partition values of the files rewritten as the log spells
+/// them, never deltalake's printing of the parsed values. What is handed to the encoder is
+/// tallied ([`Tally`]) and, on closing, checked by the content guard against what the caller
+/// read ([`crate::rewrite::content::check`]).
 pub(crate) struct PartitionFiles {
     uri: String,
     /// Always present but while its properties are swapped once the sample chose them.
@@ -103,6 +122,12 @@ pub(crate) struct PartitionFiles {
     values: Option<IndexMap<String, Scalar>>,
     /// Physical names, on a column-mapped table.
     mapping: Option<PhysicalNames>,
+    /// The schema of the rows (logical names), for tallies of the same columns.
+    schema: SchemaRef,
+    /// The inputs' partition values as the log spells them: what every added file carries.
+    log_values: LogValues,
+    /// What was handed to the encoder.
+    written: Tally,
 }
 
 impl PartitionFiles {
@@ -113,6 +138,7 @@ impl PartitionFiles {
         log_store: &LogStoreRef,
         snapshot: &EagerSnapshot,
         schema: SchemaRef,
+        log_values: LogValues,
         shape: FileShape,
     ) -> Result<Self, DeltaError> {
         let properties = snapshot.table_properties();
@@ -135,8 +161,11 @@ impl PartitionFiles {
         };
         let physical =
             |name: &str| -> String { mapping.as_ref().map_or(name, |m| m.name(name)).to_owned() };
+        let written = Tally::new(&schema, &partition_columns);
         let config = WriterConfig::new(
-            mapping.as_ref().map_or(schema, PhysicalNames::schema),
+            mapping
+                .as_ref()
+                .map_or_else(|| schema.clone(), PhysicalNames::schema),
             partition_columns.iter().map(|c| physical(c)).collect(),
             Some(properties_of_files),
             Some(shape.target_size),
@@ -156,7 +185,15 @@ impl PartitionFiles {
             partition_columns,
             values: None,
             mapping,
+            schema,
+            log_values,
+            written,
         })
+    }
+
+    /// An empty tally of the columns this writer tallies, for what the caller reads.
+    pub(crate) fn tally(&self) -> Tally {
+        Tally::new(&self.schema, &self.partition_columns)
     }
 
     /// Writes `batch`'s rows, which must all belong to the partition of the first row written.
@@ -166,6 +203,8 @@ impl PartitionFiles {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        #[cfg(test)]
+        let batch = crate::rewrite::content::fault::batch(batch);
         if !self.partition_columns.is_empty() {
             ensure_one_partition(&batch, &self.partition_columns).map_err(written)?;
         }
@@ -243,31 +282,53 @@ impl PartitionFiles {
                 "the rewrite's writer is gone (a tablekeeper bug: please report it)".into(),
             )));
         };
+        self.written.add(&batch).map_err(|e| tally_failed(uri, e))?;
         if self.partition_columns.is_empty() {
             return writer.write(&batch).await.map_err(written);
         }
         writer.write_partition(batch, values).await.map_err(written)
     }
 
-    /// Closes the files and returns their `add` actions, `dataChange: false`.
-    pub(crate) async fn close(mut self) -> Result<Vec<Add>, DeltaError> {
+    /// Closes the files and returns their `add` actions, `dataChange: false`, carrying the
+    /// inputs' partition values as the log spells them, once the content guard found they hold
+    /// the rows `read` (the live rows of the inputs, as the caller read them).
+    pub(crate) async fn close(mut self, read: Tally) -> Result<Vec<Add>, DeltaError> {
         if let Some(values) = self.values.clone() {
             self.end_sample(&values).await?;
         }
         let Some(writer) = self.writer.take() else {
             return Ok(Vec::new());
         };
-        let adds = writer
+        let mut adds = writer
             .close()
             .await
             .map_err(|e| DeltaError::delta(&self.uri, "writing rewritten files", e))?;
-        Ok(adds
-            .into_iter()
-            .map(|mut add| {
-                add.data_change = false;
-                add
-            })
-            .collect())
+        for add in &mut adds {
+            add.data_change = false;
+            add.partition_values.clone_from(&self.log_values);
+        }
+        let mapping = self.mapping;
+        let stats_key =
+            |name: &str| -> String { mapping.as_ref().map_or(name, |m| m.name(name)).to_owned() };
+        #[cfg(test)]
+        crate::rewrite::content::fault::adds(
+            &mut adds,
+            &self
+                .written
+                .first_column()
+                .map(&stats_key)
+                .unwrap_or_default(),
+        );
+        crate::rewrite::content::check(
+            &self.uri,
+            &self.log_values,
+            Some(read),
+            self.written,
+            &adds,
+            Strictness::Exact,
+            &stats_key,
+        )?;
+        Ok(adds)
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) async fn clustering_columns(
         CLUSTERING_DOMAIN,
     )
     .await?;
-    let physical: Vec<String> = match domain {
+    let physical: Vec<Vec<String>> = match domain {
         Some(configuration) => columns_of(&configuration),
         None => snapshot
             .metadata()
@@ -55,8 +55,11 @@ pub(crate) async fn clustering_columns(
             .get(PREVIEW_PROPERTY)
             .map(|v| {
                 v.split(',')
-                    .map(|c| c.trim().to_owned())
+                    .map(str::trim)
                     .filter(|c| !c.is_empty())
+                    .map(|c| {
+                        tablekeeper_vocab::column_path(c).unwrap_or_else(|_| vec![c.to_owned()])
+                    })
                     .collect()
             })
             .unwrap_or_default(),
@@ -65,14 +68,19 @@ pub(crate) async fn clustering_columns(
     Ok(Some(
         physical
             .into_iter()
-            .map(|column| names.get(&column).cloned().unwrap_or(column))
+            .map(|mut path| {
+                if let Some(logical) = path.first().and_then(|top| names.get(top)) {
+                    path[0].clone_from(logical);
+                }
+                tablekeeper_vocab::quote_path(&path)
+            })
             .collect(),
     ))
 }
 
 /// `clusteringColumns` of the `delta.clustering` domain's configuration: column paths, each
 /// a list of (physical) names.
-fn columns_of(configuration: &str) -> Vec<String> {
+fn columns_of(configuration: &str) -> Vec<Vec<String>> {
     let Ok(value) = serde_json::from_str::<Value>(configuration) else {
         return Vec::new();
     };
@@ -83,9 +91,13 @@ fn columns_of(configuration: &str) -> Vec<String> {
             columns
                 .iter()
                 .filter_map(|path| {
-                    let parts: Vec<&str> =
-                        path.as_array()?.iter().filter_map(Value::as_str).collect();
-                    (!parts.is_empty()).then(|| parts.join("."))
+                    let parts: Vec<String> = path
+                        .as_array()?
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect();
+                    (!parts.is_empty()).then_some(parts)
                 })
                 .collect()
         })
@@ -154,7 +166,10 @@ mod tests {
             columns_of(
                 r#"{"clusteringColumns":[["id"],["address","city"]],"domainName":"delta.clustering"}"#
             ),
-            vec!["id".to_owned(), "address.city".to_owned()]
+            vec![
+                vec!["id".to_owned()],
+                vec!["address".to_owned(), "city".to_owned()]
+            ]
         );
         assert!(columns_of("not json").is_empty());
         assert!(unclustered(None));

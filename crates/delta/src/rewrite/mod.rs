@@ -6,7 +6,9 @@
 //!   table [`liquid`]), [`zorder`], [`purge`] (purge also holds its rewrite step, since OPTIMIZE cannot select files by their
 //!   deletion vectors);
 //! - [`execute`]: one scoped rewrite per filter set, every commit read back and guarded
-//!   ([`guard`]);
+//!   ([`guard`]); before any commit, the files each partition's rewrite wrote are checked
+//!   against what it read ([`content`]: partition values verbatim, column fingerprints,
+//!   statistics);
 //! - the rewrites themselves: compaction's bins ([`bins`]) by the column-chunk copy path
 //!   ([`splice`], statistics in [`merged_stats`]) or by decoding ([`decode`]); Z-order's sort
 //!   ([`cluster`], its key in [`zkey`], bounded memory in [`external_sort`]); all of them under
@@ -25,6 +27,9 @@ pub(crate) mod budget;
 pub(crate) mod cluster;
 pub(crate) mod column_mapping;
 pub(crate) mod compact;
+pub(crate) mod content;
+#[cfg(test)]
+mod content_faults;
 pub(crate) mod decode;
 pub(crate) mod dictionary;
 pub(crate) mod execute;

@@ -208,7 +208,11 @@ pub fn optimize<'a>(
     kind: Optimize<'a>,
     cancel: &'a CancellationToken,
 ) -> BoxFuture<'a, Result<OpReport, DeltaError>> {
-    Box::pin(run(table_uri, kind, cancel))
+    Box::pin(crate::run::unwound(
+        table_uri,
+        kind.operation(),
+        run(table_uri, kind, cancel),
+    ))
 }
 
 async fn run(

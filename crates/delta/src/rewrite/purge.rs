@@ -82,11 +82,12 @@ pub(crate) async fn rewrite(
     let step = async {
         let snapshot = crate::rewrite::select::planned_snapshot(uri, table)?;
         let partitions =
-            crate::rewrite::select::select_files(uri, &snapshot, filters, |file, _| {
+            crate::rewrite::select::select_files(uri, &snapshot, filters, |file, values| {
                 spec.takes(file).then(|| {
                     (
                         file.path().into_owned(),
                         crate::rewrite::select::remove_of(file),
+                        values,
                     )
                 })
             })?;
@@ -99,12 +100,18 @@ pub(crate) async fn rewrite(
         let log_store = table.log_store();
         let mut actions = Vec::new();
         for files in partitions.into_values() {
-            let (paths, removes): (Vec<String>, Vec<Action>) = files.into_iter().unzip();
+            let values =
+                crate::rewrite::content::shared_values(uri, files.iter().map(|(_, _, v)| v))?;
+            let (paths, removes): (Vec<String>, Vec<Action>) = files
+                .into_iter()
+                .map(|(path, remove, _)| (path, remove))
+                .unzip();
             let adds = crate::rewrite::decode::rewrite_files(
                 uri,
                 &log_store,
                 &snapshot,
                 paths,
+                values,
                 spec.output,
             )
             .await?;

@@ -82,6 +82,16 @@ pub async fn plan_tasks(
     max_task_bytes: u64,
     cancel: &CancellationToken,
 ) -> Result<TaskPlan, DeltaError> {
+    let planning = plan_all(uri, kind, max_task_bytes, cancel);
+    crate::run::unwound(uri, kind.operation(), planning).await
+}
+
+async fn plan_all(
+    uri: &str,
+    kind: Optimize<'_>,
+    max_task_bytes: u64,
+    cancel: &CancellationToken,
+) -> Result<TaskPlan, DeltaError> {
     let target = kind.target(uri)?;
     let prepared = prepare(uri, kind.operation(), cancel).await?;
     let version = i64::try_from(prepared.version).unwrap_or(i64::MAX);
@@ -172,6 +182,15 @@ fn group(units: Vec<Vec<(String, u64)>>, max_bytes: u64) -> Vec<Vec<(String, u64
 /// version. Commits nothing and answers [`TaskRun::Replan`] when one of the files is no longer
 /// active, before or (a lost race) while committing.
 pub async fn run_task(
+    uri: &str,
+    kind: Optimize<'_>,
+    input: &TaskInput,
+    cancel: &CancellationToken,
+) -> Result<TaskRun, DeltaError> {
+    crate::run::unwound(uri, kind.operation(), run_one(uri, kind, input, cancel)).await
+}
+
+async fn run_one(
     uri: &str,
     kind: Optimize<'_>,
     input: &TaskInput,

@@ -51,8 +51,10 @@ impl ZKey {
         Ok(Self {
             paths: columns
                 .iter()
-                .map(|c| c.split('.').map(str::to_owned).collect())
-                .collect(),
+                .map(|c| {
+                    tablekeeper_vocab::column_path(c).map_err(ArrowError::InvalidArgumentError)
+                })
+                .collect::<Result<_, _>>()?,
             spread,
         })
     }

@@ -125,9 +125,20 @@ fn validate_columns(
             crate::rewrite::zkey::MAX_COLUMNS
         )));
     }
+    let mut paths = Vec::with_capacity(columns.len());
+    for column in columns {
+        paths.push(
+            tablekeeper_vocab::column_path(column)
+                .map_err(|e| invalid(format!("`layout.zorder`: {e}")))?,
+        );
+    }
     let partition: Vec<&String> = columns
         .iter()
-        .filter(|c| protocol.partition_columns.contains(c))
+        .zip(&paths)
+        .filter(|(_, path)| {
+            matches!(path.as_slice(), [name] if protocol.partition_columns.contains(name))
+        })
+        .map(|(column, _)| column)
         .collect();
     if !partition.is_empty() {
         return Err(invalid(format!(
@@ -138,15 +149,44 @@ fn validate_columns(
         .snapshot()
         .map_err(|err| DeltaError::delta(uri, "reading the schema", err))?
         .schema();
-    for column in columns {
-        let top = column.split('.').next().unwrap_or(column);
-        if schema.field(top).is_none() {
+    let names: Vec<&String> = schema.fields().map(|f| f.name()).collect();
+    for (column, path) in columns.iter().zip(&paths) {
+        if schema.field(&path[0]).is_none() {
             return Err(invalid(format!(
-                "Z-order column `{column}` is not in the table schema"
+                "Z-order column `{column}` is not in the table schema{}",
+                did_you_mean(column, &path[0], &names)
             )));
         }
     }
     Ok(())
+}
+
+/// A hint at the column `column` (whose top-level name parsed as `top`) may have meant: the
+/// same name quoted when the schema has a column named as written with its dots, else a
+/// column whose name is a few edits away.
+fn did_you_mean(column: &str, top: &str, names: &[&String]) -> String {
+    // a name as a column list spells it, in backticks for the message when it has none
+    let quoted = |name: &str| {
+        let spelled = tablekeeper_vocab::quote_path(&[name.to_owned()]);
+        if spelled.starts_with('`') {
+            spelled
+        } else {
+            format!("`{spelled}`")
+        }
+    };
+    if names.iter().any(|n| n.as_str() == column) {
+        return format!(
+            " (did you mean {}? a name holding a dot is quoted in backticks)",
+            quoted(column)
+        );
+    }
+    names
+        .iter()
+        .map(|n| (strsim::levenshtein(n, top), n.as_str()))
+        .filter(|(distance, _)| *distance <= 3)
+        .min()
+        .map(|(_, n)| format!(" (did you mean {}?)", quoted(n)))
+        .unwrap_or_default()
 }
 
 /// The partitions that received data since the last Z-order (every partition when that is

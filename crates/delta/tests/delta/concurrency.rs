@@ -15,14 +15,7 @@ const MAX_CONFLICT_RETRIES: u32 = 8;
 const WRITER_RETRIES: usize = 20;
 
 fn compact_options() -> CompactOptions {
-    CompactOptions {
-        target_file_size: 64 * 1024 * 1024,
-        min_small_files: 2,
-        small_file_factor: 0.75,
-        compression: Default::default(),
-        dry_run: false,
-        max_conflict_retries: MAX_CONFLICT_RETRIES,
-    }
+    tablekeeper_delta::fixtures::compact_every_small_file(2, MAX_CONFLICT_RETRIES)
 }
 
 #[tokio::test]

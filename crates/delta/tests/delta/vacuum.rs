@@ -6,7 +6,7 @@ use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::kernel::Action;
 use deltalake::protocol::DeltaOperation;
 use tablekeeper_delta::{
-    optimize, vacuum, CompactOptions, DeltaError, ErrorClass, Optimize, VacuumMode, VacuumOptions,
+    optimize, vacuum, DeltaError, ErrorClass, Optimize, VacuumMode, VacuumOptions,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -41,14 +41,7 @@ async fn table_with_tombstones() -> TestTable {
     t.update_value("id = 101", "7").await;
     optimize(
         &t.uri,
-        Optimize::Compact(&CompactOptions {
-            target_file_size: 64 * 1024 * 1024,
-            min_small_files: 2,
-            small_file_factor: 0.75,
-            compression: Default::default(),
-            dry_run: false,
-            max_conflict_retries: 0,
-        }),
+        Optimize::Compact(&tablekeeper_delta::fixtures::compact_every_small_file(2, 0)),
         &CancellationToken::new(),
     )
     .await
