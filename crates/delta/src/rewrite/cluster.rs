@@ -166,7 +166,7 @@ impl PartitionTask {
         let (schema, mut batches) =
             crate::rewrite::decode::scan_files(uri, &self.log_store, &self.snapshot, paths).await?;
         let partition_columns = self.snapshot.metadata().partition_columns().to_vec();
-        let mut read = Tally::new(&schema, &partition_columns);
+        let mut read = Tally::of_reads(&schema, &partition_columns);
         let mut sort = ExternalSort::new(&schema, self.key.width(), &mut share);
         while let Some(batch) = batches.next().await {
             let batch = batch

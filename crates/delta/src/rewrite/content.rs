@@ -10,7 +10,7 @@
 //! - **values**: per column, an order-independent fingerprint of the live values read (deletion
 //!   vectors applied, by the rewrite scan) equals the fingerprint of the values handed to the
 //!   Parquet encoder, with the same count of nulls. The fingerprint is the wrapping sum of a
-//!   fixed-seed hash of every value ([`create_hashes`]): a multiset hash, so sorting (Z-order)
+//!   fixed-seed hash of every value ([`create_hashes`], DataFusion's fast hash): a multiset hash, so sorting (Z-order)
 //!   and batching do not change it while a changed, lost or duplicated value does;
 //! - **statistics**: the added files' `numRecords`, `nullCount`, `minValues` and `maxValues`
 //!   describe the rows written: the records and null counts sum to theirs, and the smallest
@@ -33,10 +33,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use deltalake::arrow::array::{Array, ArrayRef, RecordBatch};
-use deltalake::arrow::compute::cast;
+use deltalake::arrow::array::{Array, ArrayRef, AsArray as _, RecordBatch};
 use deltalake::arrow::datatypes::{DataType, Schema};
-use deltalake::datafusion::common::hash_utils::{create_hashes, HLL_RANDOM_STATE};
+use deltalake::datafusion::common::hash_utils::{create_hashes, HashValue, RandomState};
 use deltalake::datafusion::common::ScalarValue;
 use deltalake::datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
 use deltalake::datafusion::logical_expr::Accumulator;
@@ -50,6 +49,10 @@ use crate::error::DeltaError;
 /// A file's partition values as the log keys and spells them (physical names on a
 /// column-mapped table).
 pub(crate) type LogValues = HashMap<String, Option<String>>;
+
+/// The hash every value is fingerprinted with: DataFusion's fast one, fixed-seeded so the
+/// read and the written rows hash alike (a fingerprint never leaves the process).
+const STATE: RandomState = RandomState::with_seed(0x7ab1_e4ee_9e4d_a7a5);
 
 /// Strings up to this many bytes are kept whole in statistics (Delta's
 /// `delta.dataSkippingStringPrefixLength` default is 32 characters, arrow-rs truncates at 64
@@ -101,15 +104,28 @@ pub(crate) enum Strictness {
 }
 
 impl Tally {
-    /// An empty tally of the top-level columns of `schema` but `skip` (partition columns,
-    /// which files do not hold: the partition values check covers them).
+    /// An empty tally of what is written, for the top-level columns of `schema` but `skip`
+    /// (partition columns, which files do not hold: the partition values check covers them):
+    /// fingerprints, nulls and the extremes the statistics are checked against.
     pub(crate) fn new(schema: &Schema, skip: &[String]) -> Tally {
+        Self::of_columns(schema, skip, true)
+    }
+
+    /// An empty tally of what is read: [`Self::new`] without the extremes, which only the
+    /// written rows' statistics need.
+    pub(crate) fn of_reads(schema: &Schema, skip: &[String]) -> Tally {
+        Self::of_columns(schema, skip, false)
+    }
+
+    fn of_columns(schema: &Schema, skip: &[String], extremes: bool) -> Tally {
         let columns = schema
             .fields()
             .iter()
             .enumerate()
             .filter(|(_, field)| !skip.contains(field.name()))
-            .map(|(index, field)| ColumnTally::new(index, field.name(), field.data_type(), true))
+            .map(|(index, field)| {
+                ColumnTally::new(index, field.name(), field.data_type(), true, extremes)
+            })
             .collect();
         Tally {
             rows: 0,
@@ -157,7 +173,7 @@ impl Tally {
             if field.data_type().is_nested() {
                 continue;
             }
-            let mut column = ColumnTally::new(index, field.name(), field.data_type(), false);
+            let mut column = ColumnTally::new(index, field.name(), field.data_type(), false, true);
             let converter = StatisticsConverter::try_new(field.name(), &schema, descriptor)
                 .map_err(|e| format!("column `{}`: {e}", field.name()))?;
             let groups = footer.row_groups();
@@ -191,8 +207,14 @@ impl Tally {
 }
 
 impl ColumnTally {
-    fn new(index: usize, name: &str, data_type: &DataType, fingerprint: bool) -> ColumnTally {
-        let ordered = comparable(data_type);
+    fn new(
+        index: usize,
+        name: &str,
+        data_type: &DataType,
+        fingerprint: bool,
+        extremes: bool,
+    ) -> ColumnTally {
+        let ordered = extremes && comparable(data_type);
         ColumnTally {
             index,
             name: name.to_owned(),
@@ -211,18 +233,9 @@ impl ColumnTally {
     fn add(&mut self, array: &ArrayRef, hashes: &mut Vec<u64>) -> Result<(), String> {
         self.nulls += array.logical_null_count() as u64;
         if let Some(sum) = self.fingerprint.as_mut() {
-            // a view hashes its 16-byte view, not its value: the scan reads views, Z-order's
-            // sort hands plain arrays to the writer
-            let plain = match array.data_type() {
-                DataType::Utf8View => cast(array, &DataType::Utf8),
-                DataType::BinaryView => cast(array, &DataType::Binary),
-                _ => Ok(array.clone()),
-            }
-            .map_err(|e| format!("fingerprinting column `{}`: {e}", self.name))?;
-            let array = &plain;
             hashes.clear();
             hashes.resize(array.len(), 0);
-            create_hashes([array], &HLL_RANDOM_STATE, hashes)
+            hash_values(array, hashes)
                 .map_err(|e| format!("fingerprinting column `{}`: {e}", self.name))?;
             *sum = hashes.iter().fold(*sum, |acc, h| acc.wrapping_add(*h));
         }
@@ -250,6 +263,38 @@ impl ColumnTally {
         let max = self.max.as_mut()?.evaluate().ok()?;
         (!min.is_null() && !max.is_null()).then_some((min, max))
     }
+}
+
+/// Each value's hash into `hashes` (nulls left 0), as DataFusion hashes a plain array's values.
+/// DataFusion hashes a string or binary view by its 16-byte view; the scan reads views and
+/// Z-order's sort hands plain arrays to the writer, so views are hashed here by their values,
+/// exactly as `create_hashes` hashes a plain array's (`HashValue::hash_one`).
+fn hash_values(array: &ArrayRef, hashes: &mut [u64]) -> Result<(), String> {
+    fn each<'a, T: HashValue + ?Sized + 'a>(
+        valid: impl Fn(usize) -> bool,
+        value: impl Fn(usize) -> &'a T,
+        hashes: &mut [u64],
+    ) {
+        for (i, hash) in hashes.iter_mut().enumerate() {
+            if valid(i) {
+                *hash = value(i).hash_one(&STATE);
+            }
+        }
+    }
+    match array.data_type() {
+        DataType::Utf8View => {
+            let strings = array.as_string_view();
+            each(|i| strings.is_valid(i), |i| strings.value(i), hashes);
+        }
+        DataType::BinaryView => {
+            let bytes = array.as_binary_view();
+            each(|i| bytes.is_valid(i), |i| bytes.value(i), hashes);
+        }
+        _ => {
+            create_hashes([array], &STATE, hashes).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 /// Types whose statistics are compared: those Delta keeps `minValues`/`maxValues` for.

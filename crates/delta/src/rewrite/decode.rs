@@ -193,7 +193,7 @@ impl PartitionFiles {
 
     /// An empty tally of the columns this writer tallies, for what the caller reads.
     pub(crate) fn tally(&self) -> Tally {
-        Tally::new(&self.schema, &self.partition_columns)
+        Tally::of_reads(&self.schema, &self.partition_columns)
     }
 
     /// Writes `batch`'s rows, which must all belong to the partition of the first row written.
