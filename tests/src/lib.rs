@@ -6,8 +6,12 @@
 //! own. These helpers never build anything themselves (a nested cargo would wait forever
 //! on the lock the outer `cargo test` holds).
 
+pub mod browser;
 pub mod chunks;
+pub mod cloud;
 pub mod cluster;
+pub mod gcs;
+mod gcs_bridge;
 pub mod jobs;
 pub mod prometheus;
 pub mod proxy;

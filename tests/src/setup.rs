@@ -85,6 +85,21 @@ pub struct TableEntry<'a> {
     pub extra: &'a str,
 }
 
+impl<'a> TableEntry<'a> {
+    /// One entry per name and path (in order), with no extra YAML.
+    pub fn plain(names: &[&'a str], paths: &'a [PathBuf]) -> Vec<Self> {
+        names
+            .iter()
+            .zip(paths)
+            .map(|(name, path)| TableEntry {
+                name,
+                path,
+                extra: "",
+            })
+            .collect()
+    }
+}
+
 impl InventoryFile {
     /// Writes `<dir>/inventory/tables.yaml`.
     pub fn write(dir: &Path, defaults: &str, tables: &[TableEntry<'_>]) -> anyhow::Result<Self> {

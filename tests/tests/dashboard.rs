@@ -5,37 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
 use std::time::Duration;
 
 use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
 use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_tests::browser::browse;
 use tablekeeper_tests::setup::daemon_env;
 use tablekeeper_tests::Daemon;
 
 const TABLES: usize = 1000;
 const REAL: usize = 20;
-
-/// The DOM after Chromium loaded and rendered `url`.
-fn browse(url: &str) -> String {
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--dump-dom",
-            url,
-        ])
-        .output()
-        .expect("chromium is not installed: `apt-get install chromium` (.ci/run does)");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The body rows of the table with `id`.
 fn rows<'a>(dom: &'a str, id: &str) -> Vec<&'a str> {

@@ -478,11 +478,24 @@ const ACCESS_DENIED: &[&str] = &[
     "InvalidAuthenticationInfo",
 ];
 
+/// A credential the object store client cannot use at all, so no request is even sent: a
+/// GCS service-account file that is missing, is not JSON, or holds no usable key (object_store's
+/// words). Like a refused one, it fails every time until someone replaces it.
+const CREDENTIAL_UNUSABLE: &[&str] = &[
+    "Unable to open service account file",
+    "Unable to decode service account file",
+    "No RSA key found in pem file",
+    "Invalid RSA key",
+    "Unsupported key encoding",
+    "Error reading pem file",
+];
+
 /// Throttling that some stores answer with 403 (GCS project quotas) or with an access-like
 /// code: it passes, so it stays transient.
 const THROTTLED: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "SlowDown"];
 
-/// Whether `err` or any error it wraps says the store refused the credentials.
+/// Whether `err` or any error it wraps says the store refused the credentials, or that the
+/// client could not use them.
 fn access_denied(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut text = String::new();
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
@@ -491,7 +504,10 @@ fn access_denied(err: &(dyn std::error::Error + 'static)) -> bool {
         text.push('\n');
         cause = current.source();
     }
-    ACCESS_DENIED.iter().any(|word| text.contains(word))
+    ACCESS_DENIED
+        .iter()
+        .chain(CREDENTIAL_UNUSABLE)
+        .any(|word| text.contains(word))
         && !THROTTLED.iter().any(|word| text.contains(word))
 }
 
@@ -585,6 +601,14 @@ mod tests {
             classify(&DeltaTableError::Generic(format!(
                 "Failed to read delta log object: {moto}"
             ))),
+            ErrorClass::Permanent
+        );
+        // a GCS service-account file whose key cannot be used fails before any request
+        assert_eq!(
+            classify(&DeltaTableError::Generic(
+                "Failed to read delta log object: Generic GCS error: Invalid RSA key: InvalidEncoding"
+                    .into()
+            )),
             ErrorClass::Permanent
         );
         // throttling that answers 403 passes; so does a store that does not answer

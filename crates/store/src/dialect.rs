@@ -149,6 +149,21 @@ pub(crate) struct Statements {
     /// 1 updated after, or NULL for all; 2 a replica whose rows are left out, or NULL for
     /// none. Probe columns, oldest update first.
     pub probes_since: &'static str,
+    /// 1 table, 2 probed_at, 3 version, 4 files, 5 small files, 6 size bytes, 7 erasure pending
+    /// since or NULL, 8 quiet since. A row of `table_figures`, unless the table's newest row is
+    /// not older than 2, or is newer than 8 and holds the same figures.
+    pub record_figures: &'static str,
+    /// 1 table, 2 rows kept minus one. Deletes the table's rows older than the ones kept.
+    pub prune_figures: &'static str,
+    /// 1 table, 2 since. Figure columns (`probed_at`, `version`, `files`, `small_files`,
+    /// `size_bytes`, `erasure_pending_since`), oldest first.
+    pub figures: &'static str,
+    /// 1 hour, 2 counts (JSON). The hour's row, unless one is stored.
+    pub record_fleet_health: &'static str,
+    /// 1 before. Deletes the hours before it.
+    pub prune_fleet_health: &'static str,
+    /// 1 since. Columns `hour`, `counts`, oldest first.
+    pub fleet_health: &'static str,
     /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
     pub insert_task: &'static str,
     /// 1 job id. Column `next`: the number after the job's last task (0 when none).

@@ -19,7 +19,7 @@ pub const MAX_HISTORY_LIMIT: i64 = 1000;
 pub(crate) const HISTORY_BATCH: usize = 500;
 
 /// One commit of a table, as `table_commits` holds it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommitRow {
     pub version: i64,
     /// Commit time.
@@ -40,7 +40,7 @@ pub struct CommitRow {
 }
 
 /// Rewrites of one table by engines other than tablekeeper, from `table_commits`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForeignRewriteRow {
     pub table_name: String,
     /// How many are recorded.
@@ -61,7 +61,7 @@ pub struct StaleWriteCount {
 }
 
 /// A stale write as `stale_writes` holds it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StaleWriteRow {
     pub table_name: String,
     /// The stale writer's commit.

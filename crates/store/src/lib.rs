@@ -81,6 +81,7 @@
 mod connect;
 mod dialect;
 mod error;
+mod figures;
 mod history;
 pub mod lease;
 mod lifecycle;
@@ -98,6 +99,7 @@ pub mod testing;
 pub use connect::{connect, scheme_of};
 pub use dialect::Backend;
 pub use error::StoreError;
+pub use figures::{HealthCounts, TableFigures};
 pub use history::{
     CommitRow, ForeignRewriteRow, StaleWriteCount, StaleWriteRow, MAX_HISTORY_LIMIT,
 };

@@ -15,7 +15,7 @@ use crate::error::StoreError;
 ///
 /// Serialized for the JSON API with RFC 3339 UTC times. `lease_token` is not serialized:
 /// it is the fencing credential of the running worker and no API reader needs it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Job {
     pub id: JobId,
     pub table_name: String,
@@ -33,6 +33,7 @@ pub struct Job {
     /// Worker of the latest attempt.
     pub worker_id: Option<String>,
     #[serde(skip_serializing, default)]
+    #[schemars(skip)]
     pub lease_token: Option<Uuid>,
     /// Set only while running.
     pub lease_expires_at: Option<DateTime<Utc>>,

@@ -40,7 +40,7 @@ const MAX_REAP_BATCH: i64 = 100;
 pub const JOB_ENDED: &str = "its job ended before the task ran";
 
 /// A row of `job_tasks`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Task {
     pub job_id: JobId,
     pub task: i32,
@@ -130,7 +130,7 @@ pub struct ReapedTask {
 }
 
 /// Progress of a job's tasks: what the API and the dashboard show.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Progress {
     pub tasks_total: u64,
     pub tasks_done: u64,

@@ -63,6 +63,8 @@ conformance!(
     pins_are_kept_per_version_replaced_and_removed,
     replicas_beat_leave_and_age_out,
     probes_are_shared_newest_first_and_keep_the_last_good_facts,
+    figures_keep_changes_and_an_hourly_row_and_stay_bounded,
+    fleet_health_keeps_the_first_replicas_hour_and_ages_out,
     tasks_are_added_under_the_jobs_lease_and_claimed_once_each,
     task_ends_are_fenced_and_failures_retry_then_fail,
     tasks_run_only_while_their_job_runs,
@@ -1282,6 +1284,126 @@ mod suite {
                 .unwrap(),
             ["r1"]
         );
+    }
+
+    pub async fn figures_keep_changes_and_an_hourly_row_and_stay_bounded(store: &JobStore) {
+        use tablekeeper_store::TableFigures;
+        let base = Utc::now() - chrono::Duration::hours(10);
+        let at = |minutes: i64| base + chrono::Duration::minutes(minutes);
+        let figures = |minutes: i64, files: i64, erasure| TableFigures {
+            probed_at: at(minutes),
+            version: 3,
+            files,
+            small_files: files / 2,
+            size_bytes: files * 1000,
+            erasure_pending_since: erasure,
+        };
+        let record = |f: TableFigures, keep: u32| async move {
+            store.record_figures("t", &f, keep).await.unwrap()
+        };
+        assert!(record(figures(0, 40, None), 100).await, "the first row");
+        assert!(
+            !record(figures(5, 40, None), 100).await,
+            "unchanged within the hour"
+        );
+        assert!(record(figures(10, 4, None), 100).await, "files changed");
+        assert!(
+            record(figures(20, 4, Some(at(15))), 100).await,
+            "a deletion is pending"
+        );
+        assert!(
+            !record(figures(25, 4, Some(at(15))), 100).await,
+            "unchanged"
+        );
+        assert!(
+            !record(figures(19, 9, None), 100).await,
+            "older than the newest row"
+        );
+        assert!(
+            record(figures(81, 4, Some(at(15))), 100).await,
+            "an hour later"
+        );
+        // another table's rows are its own
+        assert!(store
+            .record_figures("u", &figures(5, 40, None), 100)
+            .await
+            .unwrap());
+        let rows = store.figures("t", base).await.unwrap();
+        let seen: Vec<(chrono::DateTime<Utc>, i64, i64)> = rows
+            .iter()
+            .map(|r| (r.probed_at, r.files, r.average_file_bytes()))
+            .collect();
+        let ms = |t: chrono::DateTime<Utc>| t.timestamp_millis();
+        assert_eq!(
+            seen.iter()
+                .map(|(t, f, a)| (ms(*t), *f, *a))
+                .collect::<Vec<_>>(),
+            [(0, 40), (10, 4), (20, 4), (81, 4)]
+                .map(|(m, f)| (ms(at(m)), f, 1000))
+                .to_vec()
+        );
+        assert_eq!(rows[2].erasure_pending_since.map(ms), Some(ms(at(15))));
+        assert_eq!(rows[1].erasure_pending_since, None);
+        assert_eq!(store.figures("t", at(15)).await.unwrap().len(), 2, "since");
+        // bounded: a new row drops the oldest beyond the bound
+        assert!(record(figures(90, 5, None), 3).await);
+        let kept: Vec<i64> = store
+            .figures("t", base)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.files)
+            .collect();
+        assert_eq!(kept, [4, 4, 5], "the newest three");
+        assert_eq!(store.figures("u", base).await.unwrap().len(), 1);
+    }
+
+    pub async fn fleet_health_keeps_the_first_replicas_hour_and_ages_out(store: &JobStore) {
+        use chrono::{DurationRound, TimeDelta};
+        let hour =
+            |h: i64| Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(h);
+        let counts = |healthy: i64, failing: i64| {
+            [
+                ("healthy".to_owned(), healthy),
+                ("failing".to_owned(), failing),
+            ]
+            .into_iter()
+            .collect::<tablekeeper_store::HealthCounts>()
+        };
+        assert!(store
+            .record_fleet_health(hour(3), &counts(9, 1), hour(48))
+            .await
+            .unwrap());
+        assert!(
+            !store
+                .record_fleet_health(hour(3), &counts(8, 2), hour(48))
+                .await
+                .unwrap(),
+            "another replica's row for the same hour"
+        );
+        assert!(store
+            .record_fleet_health(hour(1), &counts(10, 0), hour(48))
+            .await
+            .unwrap());
+        let rows = store.fleet_health(hour(24)).await.unwrap();
+        assert_eq!(
+            rows,
+            vec![(hour(3), counts(9, 1)), (hour(1), counts(10, 0))]
+        );
+        assert_eq!(store.fleet_health(hour(2)).await.unwrap().len(), 1, "since");
+        // a new hour deletes the hours before the span kept
+        assert!(store
+            .record_fleet_health(hour(0), &counts(7, 3), hour(2))
+            .await
+            .unwrap());
+        let hours: Vec<_> = store
+            .fleet_health(hour(24))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
+        assert_eq!(hours, vec![hour(1), hour(0)]);
     }
 
     pub async fn probes_are_shared_newest_first_and_keep_the_last_good_facts(store: &JobStore) {

@@ -18,8 +18,9 @@ pub struct UnknownName {
 }
 
 /// Declares a closed set: the enum, `ALL`, `as_str`, `Display`, `FromStr` and serde, all
-/// using the one string per variant. Exported for other closed sets of label values (the
-/// store's call names); the caller needs `serde` as a dependency.
+/// using the one string per variant, and its JSON Schema (the inventory's schema and the
+/// API's OpenAPI document). Exported for other closed sets of label values (the store's
+/// call names); the caller needs `serde` and `schemars` as dependencies.
 #[macro_export]
 macro_rules! closed_set {
     (
@@ -31,7 +32,7 @@ macro_rules! closed_set {
         $(#[$meta])*
         #[derive(
             Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
-            ::serde::Serialize, ::serde::Deserialize,
+            ::serde::Serialize, ::serde::Deserialize, ::schemars::JsonSchema,
         )]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($(#[$vmeta])* $variant,)+ }
@@ -72,7 +73,6 @@ macro_rules! closed_set {
 closed_set! {
     /// A maintenance operation: `jobs.operation`, the `operation` label, the CLI's
     /// `--operation` and the API's `{"operation": …}`.
-    #[derive(schemars::JsonSchema)]
     pub enum Operation as "operation" {
         /// OPTIMIZE: rewrite small files into files near `compaction.target_file_size`.
         Compact => "compact",
@@ -232,7 +232,6 @@ closed_set! {
 
 closed_set! {
     /// A Parquet compression codec, as `layout.compression` names it.
-    #[derive(schemars::JsonSchema)]
     pub enum Codec as "compression codec" {
         /// Zstandard, levels 1–22; the default.
         Zstd => "zstd",

@@ -63,15 +63,7 @@ async fn replicas_ride_out_a_postgres_restart() {
         })
     };
     let paths: Vec<_> = names.iter().map(|n| dir.path().join(n)).collect();
-    let entries: Vec<TableEntry<'_>> = names
-        .iter()
-        .zip(&paths)
-        .map(|(name, path)| TableEntry {
-            name,
-            path,
-            extra: "",
-        })
-        .collect();
+    let entries = TableEntry::plain(&names, &paths);
     let inv = InventoryFile::write(dir.path(), DEFAULTS, &entries).unwrap();
     let lease = Duration::from_secs(4);
     let env = daemon_env(&cluster.url, &inv.path, lease, 2);

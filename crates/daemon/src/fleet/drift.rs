@@ -9,7 +9,7 @@ use tablekeeper_inventory::TableSpec;
 use tablekeeper_vocab::DriftKind;
 
 /// One detected disagreement, explained.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct Drift {
     pub kind: DriftKind,
     pub detail: String,

@@ -28,7 +28,7 @@ pub(crate) use cadence::{Clock, ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
 pub(crate) use sharing::REPLICA_TTL;
 pub(crate) use state::{last_success, staleness, TableState};
-pub(crate) use view::{Health, Rank, TableView};
+pub(crate) use view::{Health, OperationView, Rank, TableView};
 
 /// Retries of a probe that met storage trouble: three more tries over about two seconds
 /// (0.25 s, 0.5 s, 1 s), enough to ride out a blip without holding up the probe round.

@@ -16,7 +16,18 @@ use crate::policy::erasure::{erasure, ErasureView};
 use crate::policy::planner::{self, Decision, Need, Probed};
 
 /// Overall health of a table, worst first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Health {
     Unreadable,
@@ -58,7 +69,7 @@ impl Health {
 const STALE_AFTER_PERIODS: i64 = 3;
 
 /// Per-operation summary for the API and the dashboard.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct OperationView {
     pub operation: Operation,
     pub enabled: bool,
@@ -68,6 +79,9 @@ pub(crate) struct OperationView {
     pub next_run: Option<DateTime<Utc>>,
     pub last_success: Option<DateTime<Utc>>,
     pub staleness_seconds: Option<i64>,
+    /// The staleness past which the operation is `stale` (three schedule periods); `None`
+    /// for a disabled operation, and in views that skip the schedules' next runs.
+    pub stale_after_seconds: Option<i64>,
     pub stale: bool,
     pub consecutive_failures: i64,
     pub last_failure: Option<String>,
@@ -76,7 +90,7 @@ pub(crate) struct OperationView {
 }
 
 /// Everything the API says about a table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct TableView {
     pub name: String,
     pub path: String,
@@ -267,11 +281,19 @@ fn operation_views(
             // its last run was (the staleness metric still grows; alert rules decide).
             // (the schedule's period costs two cron evaluations: only asked when it matters)
             let enabled = spec.operation_enabled(op);
-            let stale = enabled
-                && !spec.paused
-                && decision.should_run()
-                && match (stale_secs, schedule_period(spec, op, now)) {
-                    (Some(s), Some(p)) => s > p.as_secs() as i64 * STALE_AFTER_PERIODS,
+            let due = enabled && !spec.paused && decision.should_run();
+            let stale_after = || {
+                schedule_period(spec, op, now)
+                    .map(|p| i64::try_from(p.as_secs()).unwrap_or(i64::MAX) * STALE_AFTER_PERIODS)
+            };
+            let stale_after_seconds = if enabled && next_runs == NextRuns::Computed {
+                stale_after()
+            } else {
+                None
+            };
+            let stale = due
+                && match (stale_secs, stale_after_seconds.or_else(stale_after)) {
+                    (Some(s), Some(limit)) => s > limit,
                     _ => false,
                 };
             let failure = state.last_failure.get(&op);
@@ -286,6 +308,7 @@ fn operation_views(
                     .map(|t| t.with_timezone(&Utc)),
                 last_success,
                 staleness_seconds: stale_secs,
+                stale_after_seconds,
                 stale,
                 consecutive_failures: state.consecutive_failures.get(&op).copied().unwrap_or(0),
                 last_failure: failure.map(|(_, m)| m.clone()),

@@ -8,10 +8,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use chrono::Utc;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tablekeeper_inventory::Operation;
-use tablekeeper_store::{Job, JobFilter, JobId, JobState, Progress, Trigger};
+use tablekeeper_store::{CommitRow, Job, JobFilter, JobId, JobState, Progress, Task, Trigger};
 use tablekeeper_vocab::ProbeFailureKind;
 
 use super::auth::require_admin;
@@ -21,21 +21,29 @@ use crate::policy::planner::{self, Decision, Need, Probed};
 use crate::shared::Shared;
 
 /// Most jobs one `/api/v1/jobs` call returns; larger requests are clamped.
-const MAX_JOBS_LIMIT: i64 = 1000;
+pub(super) const MAX_JOBS_LIMIT: i64 = 1000;
 const DEFAULT_JOBS_LIMIT: i64 = 50;
 /// Recent jobs shown with one table.
 const TABLE_RECENT_JOBS: i64 = 20;
 
-#[derive(Debug, Serialize)]
+/// `GET /api/v1/tables/{name}`: the table's view and its last jobs.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TableDetail {
     #[serde(flatten)]
     pub view: TableView,
     pub last_jobs: Vec<Job>,
 }
 
-pub async fn list_tables(State(rt): State<Arc<Shared>>) -> Json<serde_json::Value> {
-    let views = rt.fleet.views(Utc::now());
-    Json(json!({ "tables": views }))
+/// `GET /api/v1/tables`: every table of the inventory.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TableList {
+    pub tables: Vec<TableView>,
+}
+
+pub async fn list_tables(State(rt): State<Arc<Shared>>) -> Json<TableList> {
+    Json(TableList {
+        tables: rt.fleet.views(Utc::now()),
+    })
 }
 
 pub async fn get_table(
@@ -67,10 +75,16 @@ pub struct JobsQuery {
     limit: Option<String>,
 }
 
+/// `GET /api/v1/jobs`: jobs newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobList {
+    pub jobs: Vec<Job>,
+}
+
 pub async fn list_jobs(
     State(rt): State<Arc<Shared>>,
     query: Result<Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<JobList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => None,
@@ -91,16 +105,28 @@ pub async fn list_jobs(
             }
         },
     };
+    let table = q.table.filter(|t| !t.is_empty());
+    if let Some(table) = &table {
+        text_without_nul("table", table)?;
+    }
     let jobs = rt
         .store
         .list_jobs(&JobFilter {
-            table: q.table.filter(|t| !t.is_empty()),
+            table,
             state,
             operation: None,
             limit,
         })
         .await?;
-    Ok(Json(json!({ "jobs": jobs })))
+    Ok(Json(JobList { jobs }))
+}
+
+/// `GET /api/v1/jobs/{id}`: a job, its progress and its tasks.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobDetail {
+    pub job: Job,
+    pub progress: Progress,
+    pub tasks: Vec<Task>,
 }
 
 /// `GET /api/v1/jobs/{id}`: the job with its progress (tasks and bytes done of total, from
@@ -109,7 +135,7 @@ pub async fn list_jobs(
 pub async fn get_job(
     State(rt): State<Arc<Shared>>,
     Path(id): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<JobDetail>, ApiError> {
     let id = id.parse::<i64>().map_err(|_| {
         ApiError::BadRequest(format!(
             "`{id}` is not a job id: use the `id` of a job from /api/v1/jobs"
@@ -122,13 +148,32 @@ pub async fn get_job(
         .ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
     let tasks = rt.store.tasks(job.id).await?;
     let progress = Progress::of(&tasks);
-    Ok(Json(
-        json!({ "job": job, "progress": progress, "tasks": tasks }),
-    ))
+    Ok(Json(JobDetail {
+        job,
+        progress,
+        tasks,
+    }))
 }
 
 /// Commits one history page holds unless `limit` says otherwise (DESIGN.md "HTTP").
 const DEFAULT_HISTORY_LIMIT: i64 = 100;
+
+/// `GET /api/v1/tables/{name}/history`: a page of the table's commits.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct History {
+    pub table: String,
+    /// Newest first.
+    pub commits: Vec<CommitRow>,
+    /// Version ranges no replica could record (cleaned up from the log first).
+    pub gaps: Vec<HistoryGap>,
+}
+
+/// Versions `from_version` to `to_version` (both included) are missing from the history.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryGap {
+    pub from_version: i64,
+    pub to_version: i64,
+}
 
 #[derive(Debug, Deserialize)]
 pub struct HistoryQuery {
@@ -143,7 +188,7 @@ pub async fn table_history(
     State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<History>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     if rt.fleet.spec(&name).is_none() {
         return Err(unknown_table(&name));
@@ -172,22 +217,38 @@ pub async fn table_history(
         },
     };
     let commits = rt.store.history(&name, before, limit).await?;
-    let gaps: Vec<serde_json::Value> = rt
+    let gaps = rt
         .store
         .history_gaps(&name)
         .await?
         .into_iter()
-        .map(|(from, to)| json!({ "from_version": from, "to_version": to }))
+        .map(|(from_version, to_version)| HistoryGap {
+            from_version,
+            to_version,
+        })
         .collect();
-    Ok(Json(
-        json!({ "table": name, "commits": commits, "gaps": gaps }),
-    ))
+    Ok(Json(History {
+        table: name,
+        commits,
+        gaps,
+    }))
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /api/v1/tables/{name}/jobs`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggerRequest {
+    /// Parsed here rather than by serde, so an unknown one is told the known ones.
+    #[schemars(with = "Operation")]
     operation: String,
+}
+
+/// The job a manual trigger queued, or the queued one it joined.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Triggered {
+    /// False when an already queued job of the operation was joined.
+    pub created: bool,
+    pub job: Job,
 }
 
 pub async fn trigger_job(
@@ -197,12 +258,8 @@ pub async fn trigger_job(
     body: Result<Json<TriggerRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     guard_mutation(&rt, &headers)?;
-    let Json(req) = body.map_err(|e| {
-        ApiError::BadRequest(format!(
-            "{}; send a JSON body like {{\"operation\": \"compact\"}}",
-            e.body_text()
-        ))
-    })?;
+    let Json(req) =
+        body.map_err(|e| ApiError::from_json_rejection(e, r#"{"operation": "compact"}"#))?;
     let op: Operation = req
         .operation
         .parse()
@@ -233,10 +290,7 @@ pub async fn trigger_job(
         .get_job(job_id)
         .await?
         .ok_or_else(|| ApiError::Internal(format!("job {job_id} vanished after enqueue")))?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "created": created, "job": job })),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(Triggered { created, job })))
 }
 
 pub async fn pause(
@@ -281,6 +335,17 @@ pub(super) fn guard_mutation(rt: &Shared, headers: &HeaderMap) -> Result<(), Api
         return Err(ApiError::Unavailable(
             "this replica is shutting down; retry against another replica".into(),
         ));
+    }
+    Ok(())
+}
+
+/// PostgreSQL text cannot hold a NUL character: a filter carrying one is refused here
+/// rather than failing in the store.
+pub(super) fn text_without_nul(what: &str, value: &str) -> Result<(), ApiError> {
+    if value.contains('\0') {
+        return Err(ApiError::BadRequest(format!(
+            "`{what}` contains a NUL character: remove it"
+        )));
     }
     Ok(())
 }

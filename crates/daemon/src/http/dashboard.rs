@@ -8,32 +8,83 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::Deserialize;
 use tablekeeper_inventory::Operation;
-use tablekeeper_store::{Job, JobFilter, JobState, Progress};
+use tablekeeper_store::{Job, JobFilter, JobState, Progress, TableFigures};
 
 use super::error::ApiError;
+use super::format::{human_secs, opt_stamp, stamp};
+use super::pictures;
 use crate::fleet::{Health, TableView};
 use crate::shared::Shared;
 
 /// Jobs listed per state section of the front page, and per table page.
 const JOBS_SHOWN: i64 = 50;
+/// How far back a table page draws the table's figures.
+const FIGURES_SHOWN_FOR: chrono::Duration = chrono::Duration::days(7);
+
 /// Tables per front page.
 const PAGE_SIZE: usize = 50;
 
-/// The front page's filters, from the query string.
+/// The front page's filters, from the query string as the page's own form sends it: an
+/// empty value (the form's "any") is no filter.
 #[derive(Debug, Default, Deserialize)]
 pub struct PageQuery {
+    owner: Option<String>,
+    health: Option<String>,
+    page: Option<String>,
+}
+
+/// [`PageQuery`] read: the owner, the health and the page (from 1) to show.
+#[derive(Debug)]
+struct Filters {
     owner: Option<String>,
     health: Option<Health>,
     page: Option<usize>,
 }
 
-pub async fn page(State(rt): State<Arc<Shared>>, Query(query): Query<PageQuery>) -> Html<String> {
+impl PageQuery {
+    fn filters(self) -> Result<Filters, ApiError> {
+        let health = match self.health.as_deref().filter(|h| !h.is_empty()) {
+            None => None,
+            Some(h) => Some(
+                Health::ALL
+                    .into_iter()
+                    .find(|x| x.as_str() == h)
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = Health::ALL.iter().map(|x| x.as_str()).collect();
+                        ApiError::BadRequest(format!(
+                            "unknown health `{h}`: use one of {}",
+                            known.join(", ")
+                        ))
+                    })?,
+            ),
+        };
+        let page = match self.page.as_deref().filter(|p| !p.is_empty()) {
+            None => None,
+            Some(p) => Some(p.parse::<usize>().map_err(|_| {
+                ApiError::BadRequest(format!("`page` must be a whole number from 1, got `{p}`"))
+            })?),
+        };
+        Ok(Filters {
+            owner: self.owner.filter(|o| !o.is_empty()),
+            health,
+            page,
+        })
+    }
+}
+
+pub async fn page(
+    State(rt): State<Arc<Shared>>,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Html<String>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let query = query.filters()?;
     let now = Utc::now();
     // every table is ranked (health, staleness) to sort, filter and count; views, which
     // cost a cron evaluation per operation, are built for the shown page only
@@ -69,7 +120,12 @@ pub async fn page(State(rt): State<Arc<Shared>>, Query(query): Query<PageQuery>)
         .take(PAGE_SIZE)
         .filter_map(|&i| rt.fleet.view(&tables[i].name, now))
         .collect();
-    let (running, queued, store_error) = jobs(&rt, None).await;
+    let (running, queued, mut store_error) = jobs(&rt, None).await;
+    let since = now - crate::replica::fleet_health::FLEET_HEALTH_SHOWN;
+    let fleet_health = rt.store.fleet_health(since).await.unwrap_or_else(|e| {
+        store_error = store_error.take().or(Some(e.to_string()));
+        Vec::new()
+    });
 
     let body = html! {
         header {
@@ -80,30 +136,7 @@ pub async fn page(State(rt): State<Arc<Shared>>, Query(query): Query<PageQuery>)
             }
         }
         @if let Some(e) = &store_error { p.bad { "job store unreachable: " (e) } }
-        nav.health {
-            a href="/" { "all (" (fleet_size) ")" }
-            @for (health, count) in &by_health {
-                " · " a.(class(*health)) href=(link(query.owner.as_deref(), Some(*health), 1)) {
-                    (health.as_str()) " (" (count) ")"
-                }
-            }
-        }
-        form method="get" action="/" {
-            label { "owner " select name="owner" {
-                option value="" { "any" }
-                @for owner in &owners {
-                    option value=(owner) selected[query.owner.as_deref() == Some(*owner)] { (owner) }
-                }
-            } }
-            " "
-            label { "health " select name="health" {
-                option value="" { "any" }
-                @for health in Health::ALL {
-                    option value=(health.as_str()) selected[query.health == Some(health)] { (health.as_str()) }
-                }
-            } }
-            " " button type="submit" { "filter" }
-        }
+        (filters(&query, &owners, &by_health, fleet_size))
         h2 { "Tables" }
         p.pages {
             "page " (page) " of " (pages) " · " (matching.len()) " matching, worst first"
@@ -118,10 +151,48 @@ pub async fn page(State(rt): State<Arc<Shared>>, Query(query): Query<PageQuery>)
             } }
             tbody { @for v in &shown { (table_row(v)) } }
         }
+        h2 { "Health over the last 7 days" }
+        (pictures::fleet_health(&fleet_health))
         (job_table("Running jobs", &running))
         (job_table("Queued jobs", &queued))
     };
-    Html(document("tablekeeper", body).into_string())
+    Ok(Html(document("tablekeeper", body).into_string()))
+}
+
+/// The front page's health counts (each a link to the tables of that health) and its owner
+/// and health filter form.
+fn filters(
+    query: &Filters,
+    owners: &BTreeSet<&str>,
+    by_health: &BTreeMap<Health, usize>,
+    fleet_size: usize,
+) -> Markup {
+    html! {
+        nav.health {
+            a href="/" { "all (" (fleet_size) ")" }
+            @for (health, count) in by_health {
+                " · " a.(class(*health)) href=(link(query.owner.as_deref(), Some(*health), 1)) {
+                    (health.as_str()) " (" (count) ")"
+                }
+            }
+        }
+        form method="get" action="/" {
+            label { "owner " select name="owner" {
+                option value="" { "any" }
+                @for owner in owners {
+                    option value=(owner) selected[query.owner.as_deref() == Some(*owner)] { (owner) }
+                }
+            } }
+            " "
+            label { "health " select name="health" {
+                option value="" { "any" }
+                @for health in Health::ALL {
+                    option value=(health.as_str()) selected[query.health == Some(health)] { (health.as_str()) }
+                }
+            } }
+            " " button type="submit" { "filter" }
+        }
+    }
 }
 
 pub async fn table_page(
@@ -139,6 +210,14 @@ pub async fn table_page(
         Err(e) => store_error = store_error.or(Some(e.to_string())),
     }
     let progress = running_progress(&rt, &recent).await;
+    let figures = rt
+        .store
+        .figures(&name, now - FIGURES_SHOWN_FOR)
+        .await
+        .unwrap_or_else(|e| {
+            store_error = store_error.take().or(Some(e.to_string()));
+            Vec::new()
+        });
     let body = html! {
         header {
             p { a href="/" { "← all tables" } }
@@ -160,6 +239,7 @@ pub async fn table_page(
                 (p.history.commits_per_hour) " commits in the last hour"
             }
         }
+        (table_pictures(&v, &figures, &recent, now))
         h2 { "Operations" }
         table #operations {
             thead { tr {
@@ -196,29 +276,7 @@ pub async fn table_page(
             ul.warn { @for pin in &v.expired_pins { li { (pin) } } }
         }
         @if let Some(drill) = v.probe.as_deref().and_then(|p| p.restore_drill.as_ref()) {
-            h2 { "Time travel and restore drill" }
-            p {
-                "Kept on storage for time travel: "
-                (bytesize::ByteSize::b(drill.retained_bytes.window).display().iec()) " by the VACUUM window, "
-                (bytesize::ByteSize::b(drill.retained_bytes.pin).display().iec()) " by pins, "
-                (bytesize::ByteSize::b(drill.retained_bytes.clone).display().iec()) " by clones (drill of " (stamp(drill.checked_at)) ")."
-            }
-            table {
-                thead { tr { th { "owed to" } th { "version" } th { "restorable" } th { "missing files" } } }
-                tbody { @for o in &drill.versions {
-                    tr.(if o.restorable { "" } else { "bad" }) {
-                        td { (o.owed_to) }
-                        td { (o.version.map_or_else(|| "?".to_owned(), |v| v.to_string())) }
-                        td { (if o.restorable { "yes" } else { "no" }) }
-                        td {
-                            @if let Some(e) = &o.error { (e) }
-                            @else if o.missing_count > 0 {
-                                (o.missing_count) ": " (o.missing_files.join(", "))
-                            }
-                        }
-                    }
-                } }
-            }
+            (restore_drill(drill))
         }
         @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
             h2 { "Erasure" }
@@ -277,6 +335,54 @@ pub async fn table_page(
     Ok(Html(
         document(&format!("{} · tablekeeper", v.name), body).into_string(),
     ))
+}
+
+/// The table page's pictures: files over time with the jobs, staleness, erasure pending.
+fn table_pictures(
+    v: &TableView,
+    figures: &[TableFigures],
+    jobs: &[Job],
+    now: DateTime<Utc>,
+) -> Markup {
+    html! {
+        h2 { "Files over time" }
+        (pictures::files_over_time(figures, jobs, now))
+        h2 { "Staleness" }
+        (pictures::staleness(&v.operations))
+        @if let Some(e) = v.erasure.as_ref().filter(|e| e.deadline_seconds.is_some() || e.pending_seconds > 0) {
+            h2 { "Erasure pending" }
+            (pictures::erasure(e))
+        }
+    }
+}
+
+/// What time travel keeps on storage, and whether every version owed still restores.
+fn restore_drill(drill: &tablekeeper_delta::RestoreDrill) -> Markup {
+    html! {
+        h2 { "Time travel and restore drill" }
+        p {
+            "Kept on storage for time travel: "
+            (bytesize::ByteSize::b(drill.retained_bytes.window).display().iec()) " by the VACUUM window, "
+            (bytesize::ByteSize::b(drill.retained_bytes.pin).display().iec()) " by pins, "
+            (bytesize::ByteSize::b(drill.retained_bytes.clone).display().iec()) " by clones (drill of " (stamp(drill.checked_at)) ")."
+        }
+        table {
+            thead { tr { th { "owed to" } th { "version" } th { "restorable" } th { "missing files" } } }
+            tbody { @for o in &drill.versions {
+                tr.(if o.restorable { "" } else { "bad" }) {
+                    td { (o.owed_to) }
+                    td { (o.version.map_or_else(|| "?".to_owned(), |v| v.to_string())) }
+                    td { (if o.restorable { "yes" } else { "no" }) }
+                    td {
+                        @if let Some(e) = &o.error { (e) }
+                        @else if o.missing_count > 0 {
+                            (o.missing_count) ": " (o.missing_files.join(", "))
+                        }
+                    }
+                }
+            } }
+        }
+    }
 }
 
 /// The progress of the running jobs among `jobs` that run as tasks (`job_tasks`); a job
@@ -470,24 +576,6 @@ fn encode(segment: &str) -> String {
     url::form_urlencoded::byte_serialize(segment.as_bytes()).collect()
 }
 
-fn stamp(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
-}
-
-fn opt_stamp(t: Option<DateTime<Utc>>) -> String {
-    t.map(stamp).unwrap_or_else(|| "–".into())
-}
-
-fn human_secs(s: i64) -> String {
-    let s = s.max(0);
-    match s {
-        0..=119 => format!("{s}s"),
-        120..=7199 => format!("{}m", s / 60),
-        7200..=172_799 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#222}\
 table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}\
 th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}\
@@ -514,13 +602,5 @@ mod tests {
             link(Some("data & ml"), Some(Health::Failing), 3),
             "/?owner=data+%26+ml&health=failing&page=3"
         );
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_secs(5), "5s");
-        assert_eq!(human_secs(600), "10m");
-        assert_eq!(human_secs(3 * 3600), "3h");
-        assert_eq!(human_secs(3 * 86_400), "3d");
     }
 }

@@ -1,10 +1,23 @@
 //! The one error type of the HTTP layer and the single place that decides statuses.
 //! Internal error text is logged, never sent to clients; user errors say what to fix.
 
+use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+
+/// Largest request body accepted: the bodies are `{"operation": "..."}` and a pin.
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The body of every error response: `{"error": "...", "status": N}`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ErrorBody {
+    /// What went wrong and, where the caller can fix it, how.
+    pub error: String,
+    /// The HTTP status, repeated for clients that log bodies only.
+    pub status: u16,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -20,6 +33,9 @@ pub enum ApiError {
     /// 404: no such table or job.
     #[error("{0}")]
     NotFound(String),
+    /// 413: the body is larger than the limit (README "HTTP API").
+    #[error("the request body is over the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
     /// 409: the request is valid but the table's state refuses it.
     #[error("{0}")]
     Conflict(String),
@@ -39,9 +55,26 @@ impl ApiError {
             ApiError::MutationsDisabled => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
+    }
+}
+
+impl ApiError {
+    /// A JSON body the handler could not take: over the limit (a body sent without a length
+    /// is cut off while it is read) is 413, anything else 400 with an `example` of a good one.
+    pub fn from_json_rejection(rejection: JsonRejection, example: &str) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::PayloadTooLarge {
+                limit: MAX_BODY_BYTES,
+            };
+        }
+        ApiError::BadRequest(format!(
+            "{}; send a JSON body like {example}",
+            rejection.body_text()
+        ))
     }
 }
 
@@ -61,11 +94,11 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(error = %detail, "http request failed");
         }
-        let mut response = (
-            status,
-            Json(json!({ "error": self.to_string(), "status": status.as_u16() })),
-        )
-            .into_response();
+        let body = ErrorBody {
+            error: self.to_string(),
+            status: status.as_u16(),
+        };
+        let mut response = (status, Json(body)).into_response();
         if matches!(self, ApiError::Unauthorized) {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -9,19 +9,19 @@ use std::sync::Arc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
 use axum::Json;
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tablekeeper_inventory::PinAt;
+use tablekeeper_store::TablePin;
 
-use super::api::{guard_mutation, unknown_table};
+use super::api::{guard_mutation, text_without_nul, unknown_table};
 use super::error::ApiError;
 use crate::shared::Shared;
 
 /// One pin as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PinView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
@@ -40,10 +40,26 @@ pub struct PinView {
     pub expired: bool,
 }
 
+/// `GET /api/v1/tables/{name}/pins`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PinList {
+    pub table: String,
+    /// The inventory's pins, then the API's.
+    pub pins: Vec<PinView>,
+}
+
+/// `DELETE /api/v1/tables/{name}/pins?version=N`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PinRemoved {
+    pub table: String,
+    pub version: i64,
+    pub removed: bool,
+}
+
 pub async fn list(
     State(rt): State<Arc<Shared>>,
     Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<PinList>, ApiError> {
     let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
     let now = Utc::now();
     let mut pins: Vec<PinView> = spec
@@ -83,10 +99,11 @@ pub async fn list(
                 expired: pin.until <= now,
             }),
     );
-    Ok(Json(json!({ "table": name, "pins": pins })))
+    Ok(Json(PinList { table: name, pins }))
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /api/v1/tables/{name}/pins`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewPin {
     version: i64,
@@ -103,15 +120,18 @@ pub async fn add(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Json<NewPin>, JsonRejection>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<(StatusCode, Json<TablePin>), ApiError> {
     guard_mutation(&rt, &headers)?;
     let Json(pin) = body.map_err(|e| {
-        ApiError::BadRequest(format!(
-            "{}; send a JSON body like {{\"version\": 1482, \"until\": \"2027-03-01T00:00:00Z\", \
-             \"reason\": \"model run 88\"}}",
-            e.body_text()
-        ))
+        ApiError::from_json_rejection(
+            e,
+            r#"{"version": 1482, "until": "2027-03-01T00:00:00Z", "reason": "model run 88"}"#,
+        )
     })?;
+    text_without_nul("reason", &pin.reason)?;
+    if let Some(created_by) = &pin.created_by {
+        text_without_nul("created_by", created_by)?;
+    }
     if rt.fleet.spec(&name).is_none() {
         return Err(unknown_table(&name));
     }
@@ -156,7 +176,7 @@ pub async fn remove(
     Path(name): Path<String>,
     headers: HeaderMap,
     Query(query): Query<RemoveQuery>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<PinRemoved>, ApiError> {
     guard_mutation(&rt, &headers)?;
     let spec = rt.fleet.spec(&name).ok_or_else(|| unknown_table(&name))?;
     let version: i64 = query
@@ -167,9 +187,11 @@ pub async fn remove(
         .map_err(|_| ApiError::BadRequest("`version` must be a whole number".into()))?;
     if rt.store.remove_pin(&name, version).await? {
         tracing::info!(table = %name, version, "pin removed through the API");
-        return Ok(Json(
-            json!({ "table": name, "version": version, "removed": true }),
-        ));
+        return Ok(Json(PinRemoved {
+            table: name,
+            version,
+            removed: true,
+        }));
     }
     let declared = spec
         .retention

@@ -14,7 +14,7 @@ use tablekeeper_delta::Probe;
 use tablekeeper_inventory::{Operation, TableSpec};
 
 /// The erasure state of one table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub(crate) struct ErasureView {
     /// Rows deletion vectors mark deleted inside active files (a purge removes them).
     pub deleted_rows: u64,

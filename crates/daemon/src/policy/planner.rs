@@ -13,7 +13,7 @@ use tablekeeper_inventory::{LogStore, Operation, RewriteOwner, TableSpec};
 use crate::policy::overwrite_window;
 
 /// What the planner concluded for one (table, operation).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "decision", content = "reason")]
 pub(crate) enum Decision {
     /// The operation is needed now.

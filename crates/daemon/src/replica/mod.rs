@@ -11,6 +11,7 @@
 
 pub(crate) mod after_jobs;
 pub(crate) mod control;
+pub(crate) mod fleet_health;
 #[cfg(test)]
 mod probe_cost;
 pub(crate) mod reaper;

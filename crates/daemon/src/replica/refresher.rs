@@ -22,10 +22,12 @@ pub(crate) async fn refresher(rt: Arc<Shared>) {
     // Staleness and job counts are cheap; refresh them often enough that a scrape every
     // 15 s (Prometheus's common interval) sees current values.
     let gauges_every = Duration::from_secs(5).min(rt.config.probe_interval);
+    let mut health_recorded = None;
     loop {
         crate::schedule::probes::probe_due(&rt).await;
         refresh_store_gauges(&rt).await;
         crate::metrics::publish::all(&rt.metrics, &rt.fleet, Utc::now());
+        super::fleet_health::record(&rt, &mut health_recorded).await;
         tokio::select! {
             () = rt.shutdown.cancelled() => return,
             () = tokio::time::sleep(gauges_every) => {}

@@ -43,7 +43,7 @@ pub struct DrillOptions {
 }
 
 /// The last drill of a table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RestoreDrill {
     pub checked_at: DateTime<Utc>,
     /// Every version owed, oldest reason first (window, pins, clones).
@@ -53,7 +53,7 @@ pub struct RestoreDrill {
 }
 
 /// One version owed, and whether it can be restored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OwedVersion {
     /// `window`, `pin` or `clone`.
     pub reason: String,
@@ -70,7 +70,9 @@ pub struct OwedVersion {
 }
 
 /// Bytes kept on storage beyond what the current version needs, by why.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct RetainedBytes {
     /// Needed only by versions inside the VACUUM window.
     pub window: u64,

@@ -130,7 +130,7 @@ impl ProbeOptions {
 
 /// A commit by another writer the planner and operators must know of: a full overwrite (see
 /// [`crate::watch::stale`]), or a rewrite by another engine (compaction, Z-order, purge).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForeignCommit {
     pub version: i64,
     pub committed_at: Option<DateTime<Utc>>,
@@ -154,7 +154,7 @@ pub struct HistoryBatch {
 /// maintenance by anyone, stale writes, other writers' overwrites and rewrites, erasure. One
 /// struct, so a probe whose history read is still running takes the last complete history
 /// whole ([`Probe::fill_history_from`]) and no field can be left behind.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ProbeHistory {
     /// Timestamp of commit 0, or of the oldest commit still on disk (see `history_from_version`).
@@ -202,7 +202,7 @@ pub struct ProbeHistory {
 
 /// A table's state as read from its log.
 /// `Deserialize` lets callers keep probes (and tests build them) as JSON.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Probe {
     /// The table uri.
     pub table: String,

@@ -34,7 +34,7 @@ use crate::snapshot::active_files;
 const SAMPLE_FILES: usize = 10;
 
 /// A stale commit found in the log (a stale write, whatever it wrote).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StaleWrite {
     /// The stale commit.
     pub version: i64,

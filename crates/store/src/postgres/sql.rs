@@ -195,6 +195,24 @@ pub(super) const STATEMENTS: Statements = Statements {
            OR ($3::TEXT IS NOT NULL AND updated_at = $1 AND table_name > $3)) \
            AND ($2::TEXT IS NULL OR replica_id <> $2) \
          ORDER BY updated_at, table_name LIMIT $4",
+    record_figures: "INSERT INTO table_figures \
+           (table_name, probed_at, version, files, small_files, size_bytes, erasure_pending_since) \
+         SELECT $1, $2, $3, $4, $5, $6, $7 \
+         WHERE NOT EXISTS (SELECT 1 FROM (SELECT * FROM table_figures WHERE table_name = $1 \
+             ORDER BY probed_at DESC LIMIT 1) n \
+           WHERE n.probed_at >= $2 OR (n.probed_at > $8 AND n.version = $3 AND n.files = $4 \
+             AND n.small_files = $5 AND n.size_bytes = $6 \
+             AND n.erasure_pending_since IS NOT DISTINCT FROM $7)) \
+         ON CONFLICT DO NOTHING",
+    prune_figures: "DELETE FROM table_figures WHERE table_name = $1 AND probed_at < \
+         (SELECT probed_at FROM table_figures WHERE table_name = $1 \
+          ORDER BY probed_at DESC LIMIT 1 OFFSET $2)",
+    figures: "SELECT probed_at, version, files, small_files, size_bytes, erasure_pending_since \
+         FROM table_figures WHERE table_name = $1 AND probed_at >= $2 ORDER BY probed_at",
+    record_fleet_health: "INSERT INTO fleet_health (hour, counts) VALUES ($1, $2) \
+         ON CONFLICT DO NOTHING",
+    prune_fleet_health: "DELETE FROM fleet_health WHERE hour < $1",
+    fleet_health: "SELECT hour, counts FROM fleet_health WHERE hour >= $1 ORDER BY hour",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0)::INTEGER AS next FROM job_tasks WHERE job_id = $1",

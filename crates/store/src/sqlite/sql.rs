@@ -202,6 +202,28 @@ pub(super) const STATEMENTS: Statements = Statements {
            OR (?3 IS NOT NULL AND updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', ?1) AND table_name > ?3)) \
            AND (?2 IS NULL OR replica_id <> ?2) \
          ORDER BY updated_at, table_name LIMIT ?4",
+    record_figures: "INSERT INTO table_figures \
+           (table_name, probed_at, version, files, small_files, size_bytes, erasure_pending_since) \
+         SELECT ?1, strftime('%Y-%m-%dT%H:%M:%fZ', ?2), ?3, ?4, ?5, ?6, \
+           strftime('%Y-%m-%dT%H:%M:%fZ', ?7) \
+         WHERE NOT EXISTS (SELECT 1 FROM (SELECT * FROM table_figures WHERE table_name = ?1 \
+             ORDER BY julianday(probed_at) DESC LIMIT 1) n \
+           WHERE julianday(n.probed_at) >= julianday(?2) \
+             OR (julianday(n.probed_at) > julianday(?8) AND n.version = ?3 AND n.files = ?4 \
+               AND n.small_files = ?5 AND n.size_bytes = ?6 \
+               AND n.erasure_pending_since IS strftime('%Y-%m-%dT%H:%M:%fZ', ?7))) \
+         ON CONFLICT DO NOTHING",
+    prune_figures: "DELETE FROM table_figures WHERE table_name = ?1 AND julianday(probed_at) < \
+         (SELECT julianday(probed_at) FROM table_figures WHERE table_name = ?1 \
+          ORDER BY julianday(probed_at) DESC LIMIT 1 OFFSET ?2)",
+    figures: "SELECT probed_at, version, files, small_files, size_bytes, erasure_pending_since \
+         FROM table_figures WHERE table_name = ?1 \
+           AND julianday(probed_at) >= julianday(?2) ORDER BY julianday(probed_at)",
+    record_fleet_health: "INSERT INTO fleet_health (hour, counts) \
+         VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', ?1), ?2) ON CONFLICT DO NOTHING",
+    prune_fleet_health: "DELETE FROM fleet_health WHERE julianday(hour) < julianday(?1)",
+    fleet_health: "SELECT hour, counts FROM fleet_health \
+         WHERE julianday(hour) >= julianday(?1) ORDER BY julianday(hour)",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0) AS next FROM job_tasks WHERE job_id = ?1",
