@@ -15,12 +15,12 @@ use chrono::{DateTime, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::Deserialize;
 use tablekeeper_inventory::Operation;
-use tablekeeper_store::{Job, JobFilter, JobState, Progress, TableFigures};
+use tablekeeper_store::{Job, JobFilter, JobState, Progress, StaleWriteRow, TableFigures};
 
 use super::error::ApiError;
 use super::format::{human_secs, opt_stamp, stamp};
 use super::pictures;
-use crate::fleet::{Health, TableView};
+use crate::fleet::{Health, OperationView, TableView};
 use crate::shared::Shared;
 
 /// Jobs listed per state section of the front page, and per table page.
@@ -240,13 +240,43 @@ pub async fn table_page(
             }
         }
         (table_pictures(&v, &figures, &recent, now))
+        (operations_table(&v.operations))
+        @if !v.drift.is_empty() {
+            h2 { "Drift" }
+            ul { @for d in &v.drift { li { (d.kind.as_str()) ": " (d.detail) } } }
+        }
+        @if !v.expired_pins.is_empty() {
+            h2 { "Expired pins" }
+            ul.warn { @for pin in &v.expired_pins { li { (pin) } } }
+        }
+        @if let Some(drill) = v.probe.as_deref().and_then(|p| p.restore_drill.as_ref()) {
+            (restore_drill(drill))
+        }
+        @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
+            h2 { "Erasure" }
+            p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }
+        }
+        (foreign_rewrites(&v))
+        (stale_writes(&v.stale_writes))
+        (running(&progress))
+        (job_table("Recent jobs", &recent))
+    };
+    Ok(Html(
+        document(&format!("{} · tablekeeper", v.name), body).into_string(),
+    ))
+}
+
+/// The table page's operations: schedule, next run, last success, staleness, failures and
+/// what the planner would decide now.
+fn operations_table(operations: &[OperationView]) -> Markup {
+    html! {
         h2 { "Operations" }
         table #operations {
             thead { tr {
                 th { "operation" } th { "schedule" } th { "next run" } th { "last success" }
                 th { "staleness" } th { "failures" } th { "decision now" }
             } }
-            tbody { @for o in &v.operations {
+            tbody { @for o in operations {
                 tr.(if o.consecutive_failures > 0 { "bad" } else if o.stale { "warn" } else { "" }) {
                     td { (o.operation) }
                     @if o.enabled {
@@ -267,21 +297,12 @@ pub async fn table_page(
                 }
             } }
         }
-        @if !v.drift.is_empty() {
-            h2 { "Drift" }
-            ul { @for d in &v.drift { li { (d.kind.as_str()) ": " (d.detail) } } }
-        }
-        @if !v.expired_pins.is_empty() {
-            h2 { "Expired pins" }
-            ul.warn { @for pin in &v.expired_pins { li { (pin) } } }
-        }
-        @if let Some(drill) = v.probe.as_deref().and_then(|p| p.restore_drill.as_ref()) {
-            (restore_drill(drill))
-        }
-        @if let Some(summary) = v.erasure.as_ref().and_then(|e| e.summary.as_deref()) {
-            h2 { "Erasure" }
-            p.(if v.erasure.as_ref().is_some_and(|e| e.overdue) { "bad" } else { "" }) { (summary) }
-        }
+    }
+}
+
+/// Rewrites other engines committed to the table, and who owns its rewrites.
+fn foreign_rewrites(v: &TableView) -> Markup {
+    html! {
         @if let Some(p) = v.probe.as_deref().filter(|p| !p.history.recent_foreign_rewrites.is_empty()) {
             h2 { "Rewrites by other engines" }
             p.(if v.rewrites_owned { "warn" } else { "" }) {
@@ -300,9 +321,15 @@ pub async fn table_page(
                 }
             } }
         }
-        @if !v.stale_writes.is_empty() {
+    }
+}
+
+/// The stale writes found in the table's log and whether each was repaired.
+fn stale_writes(writes: &[StaleWriteRow]) -> Markup {
+    html! {
+        @if !writes.is_empty() {
             h2 { "Stale writes" }
-            ul { @for w in &v.stale_writes {
+            ul { @for w in writes {
                 li {
                     "version " (w.version)
                     @if let Some(kind) = w.kind { " (" (kind.as_str()) ")" }
@@ -314,9 +341,15 @@ pub async fn table_page(
                 }
             } }
         }
+    }
+}
+
+/// The split jobs running on the table, with their tasks' progress.
+fn running(progress: &[(Job, Progress)]) -> Markup {
+    html! {
         @if !progress.is_empty() {
             h2 { "Running" }
-            @for (job, p) in &progress {
+            @for (job, p) in progress {
                 p.running {
                     "job " (job.id.0) " " (job.operation) ": "
                     progress value=(p.bytes_done) max=(p.bytes_total.max(1)) {
@@ -330,11 +363,7 @@ pub async fn table_page(
                 }
             }
         }
-        (job_table("Recent jobs", &recent))
-    };
-    Ok(Html(
-        document(&format!("{} · tablekeeper", v.name), body).into_string(),
-    ))
+    }
 }
 
 /// The table page's pictures: files over time with the jobs, staleness, erasure pending.
