@@ -99,6 +99,11 @@ pub enum Command {
     },
     /// Print the inventory's JSON Schema (for editors and CI).
     Schema,
+    /// Reports read from the job store.
+    Report {
+        #[command(subcommand)]
+        report: ReportCommand,
+    },
     /// Quickstart: create small-file-heavy demo tables and run the daemon on them with the embedded store.
     Demo {
         /// Folder for the demo tables, inventory and database.
@@ -111,4 +116,34 @@ pub enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         duration: Option<std::time::Duration>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// What maintenance cost, by owner, table or operation: the chargeback report, read from
+    /// the job store (jobs' measured costs, probes' costs, the monthly price of the bytes the
+    /// history keeps).
+    Costs {
+        /// Daemon config file: its `database_url`, `prices` and `inventory`.
+        #[arg(long, short, conflicts_with = "database_url")]
+        config: Option<PathBuf>,
+        /// The job store to read (default: the config's, else TABLEKEEPER_DATABASE_URL).
+        #[arg(long)]
+        database_url: Option<String>,
+        /// The period: a duration back from now (`30d`, `36h`) or an RFC 3339 time.
+        #[arg(long, default_value = "30d")]
+        since: String,
+        #[arg(long, value_enum, default_value_t = crate::costs::report::By::Owner)]
+        by: crate::costs::report::By,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Csv,
+    Markdown,
 }

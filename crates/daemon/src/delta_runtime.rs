@@ -1,5 +1,7 @@
 //! Where Delta work runs: maintenance operations and table probes get a tokio runtime of
-//! their own, apart from the one that renews leases, answers HTTP and schedules.
+//! their own, apart from the one that renews leases, answers HTTP and schedules. Probes share
+//! one ([`spawn`]); each job and task runs on one of its own ([`run_metered`]), whose threads
+//! count the CPU it costs.
 //!
 //! Tokio schedules cooperatively: a task that computes for seconds without reaching an
 //! `.await` holds its worker thread, and reading or rewriting a table does exactly that
@@ -17,9 +19,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
+use tablekeeper_delta::cost::{scope, Meter};
 use tokio_util::task::AbortOnDropHandle;
 
 /// Name of the runtime's threads (visible in `top -H` and in panics).
@@ -40,6 +44,64 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Threads of a runtime that runs one job or task.
+const JOB_THREAD_NAME: &str = "tablekeeper-job";
+
+/// How long a finished job's runtime may take to stop its threads (and so count their CPU)
+/// before the work's result is returned without the rest of it.
+const JOB_RUNTIME_STOP: Duration = Duration::from_secs(10);
+
+/// Runs `operation` on a runtime of its own, every thread of which counts its CPU into
+/// `meter` and makes it current ([`tablekeeper_delta::cost::scope`]), so the operation's cost
+/// is what its threads spent, whatever it spawned: DataFusion's and the kernel's tasks and
+/// blocking reads included. The runtime stops when the operation ends (its threads' CPU is
+/// counted before this returns) or when this future is dropped (the work is aborted at its
+/// next `.await`, as [`spawn`]'s is).
+///
+/// Nothing the operation opens may outlive it: deltalake's kernel runs its reads on the
+/// runtime that opened the table, which stops here. Jobs and tasks return plain reports.
+pub(crate) async fn run_metered<F>(meter: Arc<Meter>, operation: F) -> Result<F::Output, Crashed>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(1, usize::from))
+        .thread_name(JOB_THREAD_NAME)
+        .on_thread_start(move || scope::enter_thread(Arc::clone(&meter)))
+        .on_thread_stop(scope::leave_thread)
+        .enable_all()
+        .build()
+        .map_err(|e| Crashed::NoRuntime(format!("cannot start a runtime for the job: {e}")))?;
+    let mut stopping = StopOnDrop(Some(runtime));
+    let handle = match stopping.0.as_ref() {
+        Some(runtime) => AbortOnDropHandle::new(runtime.spawn(operation)),
+        None => return Err(Crashed::NoRuntime("the job's runtime is gone".into())),
+    };
+    let joined = Running {
+        handle: Some(handle),
+        not_started: None,
+    }
+    .await;
+    if let Some(runtime) = stopping.0.take() {
+        // waits for the threads to stop, so their CPU is counted before the caller reads it
+        let _ =
+            tokio::task::spawn_blocking(move || runtime.shutdown_timeout(JOB_RUNTIME_STOP)).await;
+    }
+    joined
+}
+
+/// Stops a job's runtime without waiting when its caller goes away mid-job.
+struct StopOnDrop(Option<tokio::runtime::Runtime>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// Why spawned work produced no output.

@@ -3,15 +3,16 @@
 //! subcommand), `replica/` (a running daemon: assembly, signals, reloads, drain, background
 //! loops), `http/`, `schedule/` (cron ticks, probe rounds, what a probe's findings queue),
 //! `jobs/` (the worker pool, attempts, the executor, split jobs and their tasks), `shared.rs`
-//! (what a replica's parts share), `metrics/`, `fleet/` (what the replica knows about the
-//! tables), `policy/` (the rules, pure), and the leaves `config.rs`, `delta_runtime.rs`,
-//! `cli.rs`, `logging.rs`. The library crates do the rest: `tablekeeper-inventory` (what to
+//! (what a replica's parts share), `metrics/`, `costs/` (what maintenance cost, read back),
+//! `fleet/` (what the replica knows about the tables), `policy/` (the rules, pure), and the
+//! leaves `config.rs`, `delta_runtime.rs`, `cli.rs`, `logging.rs`. The library crates do the rest: `tablekeeper-inventory` (what to
 //! maintain), `tablekeeper-store` (the job table), `tablekeeper-delta` (how to maintain a
 //! table).
 
 mod cli;
 mod commands;
 mod config;
+mod costs;
 mod delta_runtime;
 mod fleet;
 mod http;
@@ -91,6 +92,25 @@ pub fn main() -> ExitCode {
                 dry_run,
             } => commands::repair::run(&inventory, &table, dry_run).await,
             Command::Migrate { database_url } => commands::migrate::run(database_url).await,
+            Command::Report {
+                report:
+                    cli::ReportCommand::Costs {
+                        config,
+                        database_url,
+                        since,
+                        by,
+                        format,
+                    },
+            } => {
+                commands::report::costs(commands::report::CostsRequest {
+                    config: config.as_deref(),
+                    database_url,
+                    since: &since,
+                    by,
+                    format,
+                })
+                .await
+            }
             Command::Demo {
                 dir,
                 listen,

@@ -13,7 +13,8 @@
 //! integrity, checkpoints and log cleanup, history), `watch/` (stale writes and their repair),
 //! `features/` (what may be maintained), `fixtures/` (tables and peers for tests, never used by
 //! maintenance); at the root what every operation shares: `open`, `prepare`, `run`, `report`,
-//! `snapshot`, `error`.
+//! `snapshot`, `error`; and `cost/`, the meter every table opened under one counts its requests
+//! and CPU into.
 //!
 //! Safety rules every operation follows:
 //! - **Cancellation**: each operation races its steps against the caller's
@@ -45,6 +46,7 @@
 //! - **VACUUM**: longest retention wins, a dry run always comes first, and its list is
 //!   cross-checked against every version inside the retention window before anything is deleted.
 
+pub mod cost;
 pub mod fixtures;
 
 mod error;

@@ -3,7 +3,8 @@
 //! Owns uri validation, the one-time registration of deltalake's cloud storage handlers, and
 //! building every table on a [`LogKeepingStore`], so that no commit made through a table opened
 //! here can delete a log file ([`crate::log::guard`]). Only [`unguarded_log_store`] hands out the
-//! plain store, for the checkpoint operation's proven log cleanup.
+//! plain store, for the checkpoint operation's proven log cleanup. Under both, while a meter is
+//! current, a [`MeteredStore`] counts every request ([`crate::cost`]).
 //! Credentials come only from the environment (or the platform identity) through deltalake's
 //! object-store configuration; this module must never take credentials as parameters or log them.
 
@@ -14,6 +15,7 @@ use deltalake::logstore::LogStoreRef;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, ObjectStore};
 use url::Url;
 
+use crate::cost::{self, store::MeteredStore};
 use crate::error::DeltaError;
 use crate::log::guard::LogKeepingStore;
 
@@ -126,10 +128,12 @@ pub(crate) async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
             });
         }
     }
-    let root = builder(uri, url.clone())?
-        .build_storage()
-        .map_err(|err| map_open_error(uri, err))?
-        .root_object_store(None);
+    let root = metered(
+        builder(uri, url.clone())?
+            .build_storage()
+            .map_err(|err| map_open_error(uri, err))?
+            .root_object_store(None),
+    );
     let guarded: Arc<dyn ObjectStore> = Arc::new(LogKeepingStore::new(root));
     let table = builder(uri, url.clone())?
         .with_storage_backend(guarded, url)
@@ -152,9 +156,25 @@ pub(crate) async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
 pub(crate) fn unguarded_log_store(uri: &str) -> Result<LogStoreRef, DeltaError> {
     register_handlers();
     let url = table_url(uri)?;
-    builder(uri, url)?
+    let plain = builder(uri, url.clone())?
+        .build_storage()
+        .map_err(|err| map_open_error(uri, err))?;
+    if cost::scope::current().is_none() {
+        return Ok(plain);
+    }
+    builder(uri, url.clone())?
+        .with_storage_backend(metered(plain.root_object_store(None)), url)
         .build_storage()
         .map_err(|err| map_open_error(uri, err))
+}
+
+/// `root` counting its requests into the current meter, when work runs under one
+/// ([`crate::cost`]).
+fn metered(root: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    match cost::scope::current() {
+        Some(meter) => Arc::new(MeteredStore::new(root, meter)),
+        None => root,
+    }
 }
 
 fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {

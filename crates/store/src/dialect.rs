@@ -164,6 +164,16 @@ pub(crate) struct Statements {
     pub prune_fleet_health: &'static str,
     /// 1 since. Columns `hour`, `counts`, oldest first.
     pub fleet_health: &'static str,
+    /// 1 table or NULL, 2 owner (the result's) or NULL, 3 operation or NULL, 4 finished at
+    /// or after, or NULL, 5 limit. Job columns of finished jobs, newest finish first.
+    pub finished_jobs: &'static str,
+    /// 1 table, 2 owner, 3 replica, 4 day, 5 CPU microseconds, 6–10 get, put, list, head and
+    /// delete requests, 11 bytes read, 12 bytes written. Adds to the day's row.
+    pub record_probe_costs: &'static str,
+    /// 1 since (a day). Columns `table_name`, `owner`, `cpu_micros`, `get_requests`,
+    /// `put_requests`, `list_requests`, `head_requests`, `delete_requests`, `bytes_read`,
+    /// `bytes_written`, summed over replicas and days per table and owner.
+    pub probe_costs: &'static str,
     /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
     pub insert_task: &'static str,
     /// 1 job id. Column `next`: the number after the job's last task (0 when none).

@@ -79,6 +79,7 @@
 //! ```
 
 mod connect;
+mod costs;
 mod dialect;
 mod error;
 mod figures;
@@ -97,6 +98,7 @@ mod tasks;
 pub mod testing;
 
 pub use connect::{connect, scheme_of};
+pub use costs::{OperationsFilter, ProbeCostRow};
 pub use dialect::Backend;
 pub use error::StoreError;
 pub use figures::{HealthCounts, TableFigures};

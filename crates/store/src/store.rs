@@ -98,6 +98,9 @@ tablekeeper_vocab::closed_set! {
         Figures => "figures",
         RecordFleetHealth => "record_fleet_health",
         FleetHealth => "fleet_health",
+        FinishedJobs => "finished_jobs",
+        RecordProbeCosts => "record_probe_costs",
+        ProbeCosts => "probe_costs",
         AddTasks => "add_tasks",
         Tasks => "tasks",
         ClaimTask => "claim_task",
@@ -188,7 +191,11 @@ impl JobStore {
         result
     }
 
-    async fn jobs(&self, sql: &'static str, args: Vec<Arg>) -> Result<Vec<Job>, StoreError> {
+    pub(crate) async fn jobs(
+        &self,
+        sql: &'static str,
+        args: Vec<Arg>,
+    ) -> Result<Vec<Job>, StoreError> {
         self.dialect
             .fetch(sql, args)
             .await?

@@ -25,12 +25,15 @@ pub struct TaskSize {
     pub bytes: u64,
 }
 
-/// What a succeeded task's `result` holds: the worker that ran it and what its rewrite
-/// reported (written as the whole report, read back as the part a job adds up).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a succeeded task's `result` holds: the worker that ran it, what its rewrite
+/// reported (written as the whole report, read back as the part a job adds up) and what it
+/// cost (DESIGN "Cost and outcome"; nothing for a result written before costs were measured).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskOutcome<R> {
     pub worker_id: String,
     pub report: R,
+    #[serde(default)]
+    pub cost: crate::Cost,
 }
 
 #[cfg(test)]

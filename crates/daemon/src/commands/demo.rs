@@ -101,6 +101,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         rewrite_memory_budget: tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,
         storage_options: Default::default(),
         role: crate::config::Role::All,
+        prices: crate::config::Prices::default(),
     };
     let base = format!("http://{}", config.listen);
     println!("tablekeeper demo");

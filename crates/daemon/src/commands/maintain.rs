@@ -12,10 +12,12 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
 use futures::StreamExt as _;
+use tablekeeper_delta::cost::Meter;
 use tablekeeper_delta::{LogCleanup, OpReport, TaskCommits, TaskRun, TaskSummary, VacuumMode};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::TaskState;
@@ -129,12 +131,35 @@ pub async fn run(request: Request<'_>) -> ExitCode {
             LogCleanup::Off
         },
     };
+    // what the operation costs, measured as a daemon's job is (README "What maintenance
+    // costs"), priced at the list prices or TABLEKEEPER_PRICES
+    let meter = Meter::new();
+    let started = Instant::now();
     let outcome = if op.rewrites() && !request.dry_run {
-        run_as_tasks(spec, op, ctx, cancel).await
+        run_as_tasks(spec, op, ctx, cancel, &meter).await
     } else {
-        executor::run(spec, op, ctx, cancel).await
+        run_whole(spec, op, ctx, cancel, &meter).await
     };
-    super::print_outcome(table, op, outcome)
+    let prices = crate::config::Prices::from_env().unwrap_or_default();
+    let cost = prices.priced(meter.cost(started.elapsed()));
+    super::print_outcome(table, op, outcome, Some(cost))
+}
+
+/// The operation run whole, on a runtime whose threads count into `meter`.
+async fn run_whole(
+    spec: &TableSpec,
+    op: Operation,
+    ctx: RunContext,
+    cancel: CancellationToken,
+    meter: &Arc<Meter>,
+) -> Result<OpReport, ExecError> {
+    let spec = spec.clone();
+    delta_runtime::run_metered(Arc::clone(meter), async move {
+        executor::run(&spec, op, ctx, cancel).await
+    })
+    .await
+    .map_err(ExecError::from)
+    .and_then(|report| report)
 }
 
 /// A rewrite the daemon would split into tasks runs here as those tasks, as many at once as
@@ -148,10 +173,11 @@ async fn run_as_tasks(
     op: Operation,
     ctx: RunContext,
     cancel: CancellationToken,
+    meter: &Arc<Meter>,
 ) -> Result<OpReport, ExecError> {
     let started = Instant::now();
-    let plan = match split::plan(spec, op, &ctx, &cancel).await? {
-        Split::Whole => return executor::run(spec, op, ctx, cancel).await,
+    let plan = match split::plan(spec, op, &ctx, &cancel, meter).await? {
+        Split::Whole => return run_whole(spec, op, ctx, cancel, meter).await,
         Split::Tasks(plan) => plan,
     };
     let mut progress =
@@ -162,7 +188,7 @@ async fn run_as_tasks(
     let stop = cancel.child_token();
     let mut running = futures::stream::iter(plan.tasks.iter().enumerate())
         .map(|(n, input)| {
-            let running = delta_runtime::spawn({
+            let running = delta_runtime::run_metered(Arc::clone(meter), {
                 let (spec, ctx, input, stop) =
                     (spec.clone(), ctx.clone(), input.clone(), stop.clone());
                 async move { executor::run_task(&spec, op, &ctx, &input, stop).await }

@@ -7,6 +7,7 @@ pub mod migrate;
 pub mod plan;
 mod progress;
 pub mod repair;
+pub mod report;
 pub mod review;
 pub mod run;
 pub mod schema;
@@ -97,10 +98,14 @@ pub fn print_outcome(
     table: &str,
     op: tablekeeper_inventory::Operation,
     outcome: Result<tablekeeper_delta::OpReport, crate::jobs::executor::ExecError>,
+    cost: Option<tablekeeper_vocab::Cost>,
 ) -> ExitCode {
     match outcome {
         Ok(report) => {
-            let out = serde_json::json!({ "table": table, "operation": op, "ok": true, "report": report });
+            let mut out = serde_json::json!({ "table": table, "operation": op, "ok": true, "report": report });
+            if let Some(cost) = cost {
+                out["cost"] = serde_json::json!(cost);
+            }
             match serde_json::to_string_pretty(&out) {
                 Ok(text) => println!("{text}"),
                 Err(e) => eprintln!("error: cannot render the report: {e}"),

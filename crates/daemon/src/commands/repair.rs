@@ -31,5 +31,5 @@ pub async fn run(inventory: &Path, table: &str, dry_run: bool) -> ExitCode {
         ..RunContext::default()
     };
     let outcome = executor::run(spec, Operation::Repair, ctx, cancel).await;
-    super::print_outcome(table, Operation::Repair, outcome)
+    super::print_outcome(table, Operation::Repair, outcome, None)
 }

@@ -111,6 +111,8 @@ pub struct DaemonConfig {
     pub admin_token: Option<AdminToken>,
     /// What this replica does: everything, or only the jobs others queue.
     pub role: Role,
+    /// What CPU, requests and storage cost, for the cost estimates.
+    pub prices: Prices,
 }
 
 /// The admin bearer token; its `Debug` output is redacted so it never reaches a log.
@@ -217,6 +219,7 @@ impl DaemonConfig {
                      `worker` (runs the jobs other replicas queue)"
                 )
             })?,
+            prices: prices::prices(raw.prices, sources.file_origin(), &env)?,
             admin_token: env(&admin_token_env)
                 .filter(|t| !t.trim().is_empty())
                 .map(AdminToken),

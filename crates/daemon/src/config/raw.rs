@@ -26,4 +26,5 @@ pub(super) struct RawConfig {
     pub(super) rewrite_memory_budget: Option<String>,
     pub(super) storage_options: Option<BTreeMap<String, String>>,
     pub(super) role: Option<String>,
+    pub(super) prices: Option<super::prices::RawPrices>,
 }

@@ -6,6 +6,7 @@
 //! through `sharing.rs`, from the background loop that reads it).
 
 mod cadence;
+mod costs;
 mod drift;
 mod sharing;
 mod state;
@@ -17,12 +18,16 @@ use std::time::Duration;
 
 use backon::Retryable as _;
 use chrono::{DateTime, SubsecRound as _, Utc};
+use tablekeeper_delta::cost::scope::Metered;
 use tablekeeper_delta::{HistoryBatch, Probe, ProbeOptions, Prober};
 use tablekeeper_inventory::{Inventory, Operation, TableSpec};
 use tablekeeper_store::ProbeRow;
-use tablekeeper_vocab::ProbeFailureKind;
+use tablekeeper_vocab::{ProbeFailureKind, TableFigures};
 
 use cadence::Seen;
+use costs::ProbeMeters;
+
+pub(crate) use costs::{figures as probe_figures, ProbeCost};
 
 pub(crate) use cadence::{Clock, ProbeIntervals, DEFAULT_MAX_PROBE_INTERVAL};
 pub(crate) use drift::drift;
@@ -110,6 +115,8 @@ pub(crate) struct Fleet {
     restore_drill_every: Duration,
     /// Whether a table's first damage check and first history read run beside its first probe.
     first_sight_beside: bool,
+    /// What each table's probes cost (`costs.rs`).
+    probe_meters: ProbeMeters,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
@@ -155,6 +162,7 @@ impl Fleet {
             clock: options.clock,
             restore_drill_every: options.restore_drill_every,
             first_sight_beside: options.first_sight_beside,
+            probe_meters: ProbeMeters::default(),
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -200,6 +208,20 @@ impl Fleet {
         drop(tables);
         *self.inventory.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
         change
+    }
+
+    /// The table's figures from its last probe, what a job's outcome starts from.
+    pub(crate) fn figures(&self, name: &str) -> Option<TableFigures> {
+        self.with_state(name, |s| s.probe.as_deref().map(probe_figures))
+            .flatten()
+    }
+
+    /// What each table's probes cost since the last call; tables that left the inventory
+    /// are counted one last time.
+    pub(crate) fn take_probe_costs(&self) -> Vec<ProbeCost> {
+        let indexed = self.indexed();
+        self.probe_meters
+            .take(|table| indexed.table(table).is_some())
     }
 
     /// Last success of `op` on a table, from the log and the job table combined.
@@ -263,14 +285,16 @@ impl Fleet {
         };
         // on the Delta runtime: a log replay computes without yielding for as long as the
         // log is big, and must not hold the threads that renew leases and answer HTTP
+        // under the table's probe meter: what it costs counts as the table's `probe`
+        let meter = self.probe_meters.of(&spec.name, &spec.owner);
         let loaded = crate::delta_runtime::spawn({
             let (prober, uri) = (Arc::clone(&self.prober), spec.path.clone());
-            async move {
+            Metered::new(meter, async move {
                 (|| prober.probe(&uri, &options))
                     .retry(PROBE_RETRY)
                     .when(|e| failure_kind(e) == ProbeFailureKind::Transient)
                     .await
-            }
+            })
         })
         .await;
         let result = match loaded {

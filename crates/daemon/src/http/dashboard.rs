@@ -12,13 +12,14 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
 use chrono::{DateTime, Utc};
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup};
 use serde::Deserialize;
 use tablekeeper_inventory::Operation;
 use tablekeeper_store::{Job, JobFilter, JobState, Progress, StaleWriteRow, TableFigures};
 
 use super::error::ApiError;
 use super::format::{human_secs, opt_stamp, stamp};
+use super::page::document;
 use super::pictures;
 use crate::fleet::{Health, OperationView, TableView};
 use crate::shared::Shared;
@@ -210,6 +211,7 @@ pub async fn table_page(
         Err(e) => store_error = store_error.or(Some(e.to_string())),
     }
     let progress = running_progress(&rt, &recent).await;
+    let costs = super::cost_pages::table_costs(&rt, &name).await;
     let figures = rt
         .store
         .figures(&name, now - FIGURES_SHOWN_FOR)
@@ -259,6 +261,7 @@ pub async fn table_page(
         (foreign_rewrites(&v))
         (stale_writes(&v.stale_writes))
         (running(&progress))
+        (costs)
         (job_table("Recent jobs", &recent))
     };
     Ok(Html(
@@ -458,27 +461,6 @@ async fn jobs(rt: &Shared, table: Option<&str>) -> (Vec<Job>, Vec<Job>, Option<S
     (first, second, error)
 }
 
-fn document(title: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta http-equiv="refresh" content="30";
-                title { (title) }
-                style { (PreEscaped(STYLE)) }
-            }
-            body {
-                (body)
-                footer {
-                    "JSON: " a href="/api/v1/tables" { "/api/v1/tables" } " · "
-                    a href="/api/v1/jobs" { "/api/v1/jobs" } " · " a href="/metrics" { "/metrics" }
-                }
-            }
-        }
-    }
-}
-
 fn table_row(v: &TableView) -> Markup {
     let note = note(v);
     html! {
@@ -604,13 +586,6 @@ fn link(owner: Option<&str>, health: Option<Health>, page: usize) -> String {
 fn encode(segment: &str) -> String {
     url::form_urlencoded::byte_serialize(segment.as_bytes()).collect()
 }
-
-const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#222}\
-table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}\
-th,td{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}\
-th{background:#f5f5f5}.ok{color:#17692b}.warn{background:#fff6d6}.bad{background:#fde2e1;color:#8a1111}\
-.muted{color:#888}small{color:#666}code{background:#f2f2f2;padding:0 .2rem}\
-nav,form,.pages{margin:.5rem 0}progress{width:20rem;vertical-align:middle}";
 
 #[cfg(test)]
 mod tests {

@@ -4,11 +4,14 @@
 
 mod api;
 mod auth;
+mod cost_pages;
 mod dashboard;
 mod error;
 mod format;
 mod health;
 mod openapi;
+mod operations;
+mod page;
 mod pictures;
 mod pins;
 mod routes;

@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 use super::api::{History, JobDetail, JobList, TableDetail, TableList, TriggerRequest, Triggered};
 use super::health::{self, Alive, Readiness};
 use super::openapi::{Documented, Op, Route};
+use super::operations::Operations;
 use super::pins::{NewPin, PinList, PinRemoved};
-use super::{api, dashboard, pins};
+use super::{api, cost_pages, dashboard, operations, pins};
 use crate::fleet::TableView;
 use crate::shared::Shared;
 use tablekeeper_store::TablePin;
@@ -234,6 +235,55 @@ fn operations() -> Documented<Arc<Shared>> {
                     .query("limit", limit(api::MAX_JOBS_LIMIT), "default 50")
                     .json::<JobList>(200, "the jobs")
                     .error(400, "a bad `state` or `limit`"),
+            ),
+        )
+        .route(
+            "/costs",
+            Route::new().get(
+                cost_pages::fleet_costs,
+                Op::new(
+                    "fleet_costs",
+                    "the dashboard's cost page: by owner and operation, last 1, 7 and 30 days",
+                )
+                .text(200, "text/html", "the page")
+                .error(503, "the job store cannot be read"),
+            ),
+        )
+        .route(
+            "/api/v1/operations",
+            Route::new().get(
+                operations::list,
+                Op::new(
+                    "list_operations",
+                    "finished jobs newest first, each with its cost and outcome",
+                )
+                .query(
+                    "table",
+                    json!({ "type": "string" }),
+                    "only this table's jobs",
+                )
+                .query(
+                    "owner",
+                    json!({ "type": "string" }),
+                    "only jobs charged to this owner",
+                )
+                .query(
+                    "operation",
+                    json!({ "enum": tablekeeper_inventory::Operation::ALL.map(|o| o.as_str()) }),
+                    "only this operation",
+                )
+                .query(
+                    "since",
+                    json!({ "type": "string" }),
+                    "finished at or after: an RFC 3339 time or a duration back (`7d`)",
+                )
+                .query(
+                    "limit",
+                    limit(i64::from(operations::MAX_OPERATIONS_LIMIT)),
+                    "default 100",
+                )
+                .json::<Operations>(200, "the rows")
+                .error(400, "a bad `operation`, `since` or `limit`"),
             ),
         )
         .route(

@@ -8,31 +8,44 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use tablekeeper_delta::{DeltaError, OpReport};
+use tablekeeper_delta::DeltaError;
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{
     AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, RetryPolicy, StoreError,
 };
+use tablekeeper_vocab::{Cost, Outcome, TableFigures};
 use tracing::{error, info, warn};
 
-use crate::jobs::executor::{ExecError, RunContext};
+use crate::jobs::executor::{ExecError, Ran, RunContext};
 use crate::jobs::lease_watch::{LeaseLoss, Watched};
 use crate::shared::Shared;
 
+/// What an attempt spent here and the table before it: what its result's `cost` and
+/// `outcome` start from.
+#[derive(Debug)]
+pub(crate) struct Spent {
+    /// This replica's own cost of the attempt (planning and the whole run; priced).
+    pub own: Cost,
+    /// The table's figures from the last probe before the attempt.
+    pub before: Option<TableFigures>,
+}
+
 /// Writes how the attempt ended to the job table, fenced by the lease, and says what the
 /// attempt counts as.
+#[allow(clippy::too_many_arguments)] // the attempt's facts, each from a different place
 pub(crate) async fn record(
     rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     op: Operation,
     ctx: &RunContext,
-    end: Watched<Result<OpReport, ExecError>>,
+    end: Watched<Result<Ran, ExecError>>,
     elapsed: Duration,
+    spent: Spent,
 ) -> AttemptOutcome {
     match end {
-        Watched::Finished(Ok(report)) => {
-            succeeded(rt, claimed, spec, op, ctx, report, elapsed).await
+        Watched::Finished(Ok(ran)) => {
+            succeeded(rt, claimed, spec, op, ctx, ran, elapsed, spent).await
         }
         Watched::Finished(Err(ExecError::Deferred { until, reason })) => {
             let delay = (until - Utc::now()).to_std().unwrap_or_default();
@@ -83,15 +96,18 @@ async fn release(rt: &Shared, claimed: &ClaimedJob, reason: &str) {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // record()'s, unpacked
 async fn succeeded(
     rt: &Shared,
     claimed: &ClaimedJob,
     spec: &TableSpec,
     op: Operation,
     ctx: &RunContext,
-    report: OpReport,
+    ran: Ran,
     elapsed: Duration,
+    spent: Spent,
 ) -> AttemptOutcome {
+    let Ran { report, tasks } = ran;
     if report.conflicts > 0 {
         rt.metrics.count_conflicts(&spec.name, op, report.conflicts);
     }
@@ -100,6 +116,25 @@ async fn succeeded(
         // read back by the next VACUUM (see `vacuum_mode`)
         result["mode"] = serde_json::json!(ctx.vacuum_mode);
     }
+    let mut cost = spent.own.plus(&tasks);
+    cost.wall_seconds = elapsed.as_secs_f64();
+    result["cost"] = serde_json::to_value(cost).unwrap_or_default();
+    // the table after the job, from a probe of it now (the probe's own requests count as
+    // the table's probes, not the job's)
+    let after = match Box::pin(rt.fleet.probe(spec)).await {
+        Ok(probe) => Some(crate::fleet::probe_figures(&probe)),
+        Err(failure) => {
+            warn!(error = %failure.message, "the table could not be probed after the job: its outcome has no after figures");
+            None
+        }
+    };
+    let outcome = Outcome {
+        before: spent.before.unwrap_or_default(),
+        after: after.unwrap_or_default(),
+    };
+    result["outcome"] = serde_json::to_value(outcome).unwrap_or_default();
+    // who the cost is charged to, as the inventory said when the job ran
+    result["owner"] = serde_json::json!(spec.owner);
     match rt.store.complete(&claimed.lease, result).await {
         Ok(true) => {}
         Ok(false) => {
@@ -126,7 +161,7 @@ async fn succeeded(
     rt.fleet.update_state(&spec.name, |s| {
         s.store_success.insert(op, now);
     });
-    info!(elapsed = ?elapsed, files_removed = report.files_removed, files_added = report.files_added, skipped = report.skipped.as_deref().unwrap_or(""), "job succeeded");
+    info!(elapsed = ?elapsed, files_removed = report.files_removed, files_added = report.files_added, skipped = report.skipped.as_deref().unwrap_or(""), cpu_seconds = cost.cpu_seconds, requests = cost.requests.total(), estimated_usd = cost.estimated_usd, "job succeeded");
     AttemptOutcome::Succeeded
 }
 

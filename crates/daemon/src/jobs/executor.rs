@@ -78,6 +78,14 @@ impl ExecError {
     }
 }
 
+/// What a job's run produced: the operation's report, and what the tasks it ran as cost
+/// (nothing for a job run whole: its own cost is its meter's).
+#[derive(Debug)]
+pub(crate) struct Ran {
+    pub report: OpReport,
+    pub tasks: tablekeeper_vocab::Cost,
+}
+
 /// Extra inputs that come from the job history rather than the inventory.
 #[derive(Debug, Clone)]
 pub(crate) struct RunContext {

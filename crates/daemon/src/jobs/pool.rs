@@ -1,6 +1,7 @@
 //! The worker pool: each worker runs a queued task of a running job when there is one
-//! (`tasks.rs`), else claims a job, runs it through the executor on the Delta runtime
-//! (`crate::delta_runtime`) under the lease watch (`lease_watch.rs`), or, for a rewrite
+//! (`tasks.rs`), else claims a job, runs it through the executor on a runtime of its own that
+//! measures what it costs (`crate::delta_runtime::run_metered`) under the lease watch
+//! (`lease_watch.rs`), or, for a rewrite
 //! planned as tasks, sees its tasks through (`split.rs`), records how the attempt ended
 //! (`attempt.rs`) and tells the replica (`Shared::job_finished`). A worker never holds a
 //! database transaction while an operation runs.
@@ -8,12 +9,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tablekeeper_delta::cost::Meter;
 use tablekeeper_store::{ClaimedJob, FailureKind, LeaseClock};
+use tablekeeper_vocab::Cost;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
 use crate::delta_runtime;
-use crate::jobs::executor::{self, ExecError};
+use crate::jobs::attempt::Spent;
+use crate::jobs::executor::{self, ExecError, Ran};
 use crate::jobs::stops::Stops;
 use crate::jobs::{attempt, inputs, lease_watch, split, tasks};
 use crate::shared::Shared;
@@ -41,7 +45,9 @@ async fn worker_loop(rt: Arc<Shared>, worker_id: String, stops: Stops) {
     let mut store_errors: u32 = 0;
     while !stops.claiming.is_cancelled() {
         // A running job's tasks first: they finish work that already holds a table's key.
-        match tasks::run_any(&rt, &worker_id, &stops.hard).await {
+        // boxed, as is the job below: their state machines are too large for a worker
+        // thread's stack in a debug build
+        match Box::pin(tasks::run_any(&rt, &worker_id, &stops)).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => warn!(worker = %worker_id, error = %e, "cannot claim tasks"),
@@ -58,7 +64,7 @@ async fn worker_loop(rt: Arc<Shared>, worker_id: String, stops: Stops) {
                 }
                 match outcome.job {
                     Some(claimed) => {
-                        run_claimed(&rt, &worker_id, claimed, claim_sent, &stops).await;
+                        Box::pin(run_claimed(&rt, &worker_id, claimed, claim_sent, &stops)).await;
                         Duration::ZERO
                     }
                     None => rt.config.poll_interval,
@@ -108,22 +114,26 @@ async fn run_claimed(
             }
         };
         let cancel = CancellationToken::new();
+        let meter = Meter::new();
+        let before = rt.fleet.figures(&spec.name);
         let work = async {
-            if op.rewrites() && split::as_tasks(rt, &claimed, &spec, &ctx, &cancel).await? {
-                return split::coordinate(rt, worker_id, &claimed, &spec, &ctx, stops).await;
+            if op.rewrites() && Box::pin(split::as_tasks(rt, &claimed, &spec, &ctx, &cancel, &meter)).await? {
+                return Box::pin(split::coordinate(rt, worker_id, &claimed, &spec, &ctx, stops, &meter)).await;
             }
-            // on the Delta runtime, so its computing never delays the lease renewals
-            let operation = delta_runtime::spawn({
+            // on a runtime of its own, so its computing never delays the lease renewals and
+            // its threads count what it costs
+            let operation = delta_runtime::run_metered(Arc::clone(&meter), {
                 let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
                 async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
             });
-            operation.await.map_err(ExecError::from).and_then(|report| report)
+            let report = operation.await.map_err(ExecError::from).and_then(|report| report)?;
+            Ok(Ran { report, tasks: Cost::default() })
         };
         let end = lease_watch::watch(
             &rt.store,
             &claimed.lease,
             LeaseClock::new(claim_sent, rt.config.lease),
-            work,
+            Box::pin(work),
             &stops.hard,
             spec.timeout,
         )
@@ -133,7 +143,12 @@ async fn run_claimed(
         cancel.cancel();
         let elapsed = started.elapsed();
         rt.metrics.observe_attempt_duration(op, elapsed);
-        let outcome = attempt::record(rt, &claimed, &spec, op, &ctx, end, elapsed).await;
+        // what this replica spent on the attempt (its tasks count where they ran)
+        let own = rt.config.prices.priced(meter.cost(elapsed));
+        rt.metrics.count_cost(&spec.owner, op.as_str(), &own);
+        let spent = Spent { own, before };
+        let outcome =
+            Box::pin(attempt::record(rt, &claimed, &spec, op, &ctx, end, elapsed, spent)).await;
         rt.metrics.count_attempt(&spec.name, op, outcome);
         // the replica refreshes what the attempt changed (`replica::after_jobs`)
         rt.job_finished(&spec.name, outcome);

@@ -19,14 +19,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tablekeeper_delta::cost::Meter;
 use tablekeeper_delta::{OpReport, TaskCommits, TaskPlan, TaskSummary};
 use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{ClaimedJob, Task, TaskState};
+use tablekeeper_vocab::Cost;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument};
 
 use crate::delta_runtime;
-use crate::jobs::executor::{self, ExecError, RunContext};
+use crate::jobs::executor::{self, ExecError, Ran, RunContext};
 use crate::jobs::stops::Stops;
 use crate::jobs::tasks::{outcome, run_one, store_error, stored, StoredTask, TASK_POLL};
 use crate::shared::Shared;
@@ -48,6 +50,7 @@ pub(crate) async fn as_tasks(
     spec: &TableSpec,
     ctx: &RunContext,
     cancel: &CancellationToken,
+    meter: &Arc<Meter>,
 ) -> Result<bool, ExecError> {
     let op = claimed.job.operation;
     let stored = rt
@@ -62,7 +65,7 @@ pub(crate) async fn as_tasks(
         );
         return Ok(true);
     }
-    match plan(spec, op, ctx, cancel).await? {
+    match plan(spec, op, ctx, cancel, meter).await? {
         Split::Whole => Ok(false),
         Split::Tasks(plan) => {
             add(rt, claimed, spec, &plan, &[]).await?;
@@ -78,15 +81,16 @@ pub(crate) enum Split {
     Tasks(TaskPlan),
 }
 
-/// Plans a rewrite as tasks on the Delta runtime, at the table's current version: the one
-/// decision of whether a job splits, for the daemon's workers and `maintain` alike.
+/// Plans a rewrite as tasks at the table's current version, its cost counted into `meter`:
+/// the one decision of whether a job splits, for the daemon's workers and `maintain` alike.
 pub(crate) async fn plan(
     spec: &TableSpec,
     op: Operation,
     ctx: &RunContext,
     cancel: &CancellationToken,
+    meter: &Arc<Meter>,
 ) -> Result<Split, ExecError> {
-    let planning = delta_runtime::spawn({
+    let planning = delta_runtime::run_metered(Arc::clone(meter), {
         let (spec, ctx, cancel) = (spec.clone(), ctx.clone(), cancel.clone());
         async move { executor::plan_tasks(&spec, op, &ctx, cancel).await }.in_current_span()
     });
@@ -175,7 +179,8 @@ pub(crate) async fn coordinate(
     spec: &TableSpec,
     ctx: &RunContext,
     stops: &Stops,
-) -> Result<OpReport, ExecError> {
+    meter: &Arc<Meter>,
+) -> Result<Ran, ExecError> {
     let started = Instant::now();
     let job = claimed.job.id;
     let op = claimed.job.operation;
@@ -190,7 +195,7 @@ pub(crate) async fn coordinate(
                 .await
             {
                 Ok(Some(task)) => {
-                    run_one(rt, worker_id, task, sent, &stops.hard).await;
+                    Box::pin(run_one(rt, worker_id, task, sent, stops)).await;
                     poll = POLL_FIRST;
                     continue;
                 }
@@ -252,7 +257,7 @@ pub(crate) async fn coordinate(
             .filter(|t| stale.contains(&t.task))
             .filter_map(|t| stored(t).map(|s| s.unit.partition))
             .collect();
-        let plan = replan(spec, op, ctx, &partitions).await?;
+        let plan = Box::pin(replan(spec, op, ctx, &partitions, meter)).await?;
         info!(
             stale = ?stale,
             tasks = plan.tasks.len(),
@@ -265,7 +270,19 @@ pub(crate) async fn coordinate(
         }
         add(rt, claimed, spec, &plan, &stale).await?;
     };
-    Ok(report(spec, op, &tasks, started.elapsed()))
+    Ok(Ran {
+        report: report(spec, op, &tasks, started.elapsed()),
+        tasks: tasks_cost(&tasks),
+    })
+}
+
+/// What the job's succeeded tasks cost, wherever they ran (their results say).
+fn tasks_cost(tasks: &[Task]) -> Cost {
+    tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Succeeded)
+        .filter_map(outcome)
+        .fold(Cost::default(), |sum, o| sum.plus(&o.cost))
 }
 
 /// Plans the job again at the table's latest version, keeping only `partitions`' tasks.
@@ -274,9 +291,10 @@ async fn replan(
     op: tablekeeper_inventory::Operation,
     ctx: &RunContext,
     partitions: &BTreeSet<String>,
+    meter: &Arc<Meter>,
 ) -> Result<TaskPlan, ExecError> {
     let cancel = CancellationToken::new();
-    let planning = delta_runtime::spawn({
+    let planning = delta_runtime::run_metered(Arc::clone(meter), {
         let (spec, ctx, cancel) = (spec.clone(), ctx.clone(), cancel.clone());
         async move { executor::plan_tasks(&spec, op, &ctx, cancel).await }.in_current_span()
     });

@@ -5,12 +5,15 @@
 //! ([`tablekeeper_vocab::TaskSpec`] over the delta crate's [`TaskInput`],
 //! [`tablekeeper_vocab::TaskOutcome`]), read here through [`stored`] and [`outcome`].
 //!
-//! Store calls run here, on the main runtime; the Delta work of a task runs on the Delta
-//! runtime ([`crate::delta_runtime`]) under the task's own lease watch.
+//! Store calls run here, on the main runtime; the Delta work of a task runs on a runtime of
+//! its own ([`crate::delta_runtime::run_metered`]) under the task's own lease watch, so what
+//! it cost is measured: the task's `result` carries it, and this replica's cost counters count
+//! it whatever the task's end.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tablekeeper_delta::cost::Meter;
 use tablekeeper_delta::{TaskCommits, TaskInput, TaskRun};
 use tablekeeper_store::{ClaimedTask, LeaseClock, StoreError, Task, TaskEnd, TaskEnded, Trigger};
 use tablekeeper_vocab::{TaskOutcome, TaskSpec};
@@ -20,6 +23,7 @@ use tracing::{error, info, warn, Instrument};
 use crate::delta_runtime;
 use crate::jobs::executor::{self, ExecError, RunContext};
 use crate::jobs::lease_watch::{self, Watched};
+use crate::jobs::stops::Stops;
 use crate::shared::Shared;
 
 /// How often a coordinator with nothing of its own to run looks at its job's tasks.
@@ -50,7 +54,7 @@ pub(crate) fn outcome(task: &Task) -> Option<TaskOutcome<TaskCommits>> {
 pub(crate) async fn run_any(
     rt: &Arc<Shared>,
     worker_id: &str,
-    hard_stop: &CancellationToken,
+    stops: &Stops,
 ) -> Result<bool, StoreError> {
     let sent = tokio::time::Instant::now().into_std();
     match rt
@@ -59,25 +63,35 @@ pub(crate) async fn run_any(
         .await?
     {
         Some(task) => {
-            run_one(rt, worker_id, task, sent, hard_stop).await;
+            Box::pin(run_one(rt, worker_id, task, sent, stops)).await;
             Ok(true)
         }
         None => Ok(false),
     }
 }
 
-/// Runs one claimed task under its lease and records how it ended.
+/// Runs one claimed task under its lease and records how it ended. A claim that returns
+/// after the replica began to drain (it was in flight when the signal came) is given back
+/// unstarted, so nothing starts on a draining replica.
 pub(crate) async fn run_one(
     rt: &Arc<Shared>,
     worker_id: &str,
     claimed: ClaimedTask,
     claim_sent: Instant,
-    hard_stop: &CancellationToken,
+    stops: &Stops,
 ) {
     let job = &claimed.job;
     let op = job.operation;
     let span = tracing::info_span!("task", job_id = job.id.0, task = claimed.lease.task, table = %job.table_name, operation = %op, attempt = claimed.task.attempt);
     async {
+        if stops.claiming.is_cancelled() {
+            let reason = "replica draining: claimed as the drain began, given back unstarted";
+            info!(worker = %worker_id, "{reason}");
+            if let Err(e) = rt.store.release_task(&claimed.lease, reason).await {
+                warn!(error = %e, "cannot give the task back; the reaper will");
+            }
+            return;
+        }
         let Some(spec) = rt.fleet.spec(&job.table_name) else {
             let reason = format!(
                 "table `{}` is not in this replica's inventory; left for a replica that has it",
@@ -101,26 +115,32 @@ pub(crate) async fn run_one(
             ..RunContext::default()
         };
         let cancel = CancellationToken::new();
-        let running = delta_runtime::spawn({
+        let meter = Meter::new();
+        let running = delta_runtime::run_metered(Arc::clone(&meter), {
             let (spec, cancel, input) = (spec.clone(), cancel.clone(), stored.unit.clone());
             async move { executor::run_task(&spec, op, &ctx, &input, cancel).await }
                 .in_current_span()
         });
+        // boxed: the task's state machine is too large for a worker thread's stack in a
+        // debug build
         let end_of = lease_watch::watch(
             &rt.store,
             &claimed.lease,
             LeaseClock::new(claim_sent, rt.config.lease),
-            async { running.await.map_err(ExecError::from).and_then(|run| run) },
-            hard_stop,
+            Box::pin(async { running.await.map_err(ExecError::from).and_then(|run| run) }),
+            &stops.hard,
             spec.timeout,
         )
         .await;
         cancel.cancel();
         let elapsed = started.elapsed();
+        // spent whatever the task's end: counted here, where it ran
+        let cost = rt.config.prices.priced(meter.cost(elapsed));
+        rt.metrics.count_cost(&spec.owner, op.as_str(), &cost);
         match end_of {
             Watched::Finished(Ok(TaskRun::Committed(report))) => {
-                info!(elapsed = ?elapsed, commits = ?report.commits, files_removed = report.files_removed, files_added = report.files_added, "task committed");
-                let outcome = TaskOutcome { worker_id: worker_id.to_owned(), report: report.as_ref() };
+                info!(elapsed = ?elapsed, commits = ?report.commits, files_removed = report.files_removed, files_added = report.files_added, cpu_seconds = cost.cpu_seconds, requests = cost.requests.total(), "task committed");
+                let outcome = TaskOutcome { worker_id: worker_id.to_owned(), report: report.as_ref(), cost };
                 match serde_json::to_value(outcome) {
                     Ok(result) => end(rt, &claimed, TaskEnd::Succeeded(result)).await,
                     Err(err) => end(rt, &claimed, TaskEnd::Failed(format!("the task's report does not serialize: {err}"))).await,

@@ -9,7 +9,9 @@
 //! error strings or job ids, so series counts stay bounded by the fleet size. This module
 //! knows nothing of the fleet's state: the publisher (`publish.rs`) hands it plain figures.
 
+mod cost;
 mod figures;
+mod naming;
 pub(crate) mod publish;
 mod table_gauges;
 
@@ -19,8 +21,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry,
+    TextEncoder,
 };
 use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
@@ -28,7 +30,9 @@ use tablekeeper_vocab::{
     AttemptOutcome, DriftKind, JobState, Operation, ProbeFailureKind, TaskState,
 };
 
+use cost::CostCounters;
 pub(crate) use figures::{ErasureFigures, OperationFigures, RetainedFigures, TableFigures};
+use naming::{histogram, opts};
 use table_gauges::TableGauges;
 
 /// Job-duration buckets in seconds: maintenance runs from sub-second checkpoints on small
@@ -78,16 +82,8 @@ pub(crate) struct Metrics {
     /// Not in the contract table: job store call latency and errors by call, per replica.
     store_call_duration_seconds: HistogramVec,
     store_call_errors_total: IntCounterVec,
-}
-
-fn opts(name: &str, help: &str) -> Opts {
-    Opts::new(name, help).namespace("tablekeeper")
-}
-
-fn histogram(name: &str, help: &str, buckets: &[f64]) -> HistogramOpts {
-    HistogramOpts::new(name, help)
-        .namespace("tablekeeper")
-        .buckets(buckets.to_vec())
+    /// What maintenance cost, per owner and operation (`cost.rs`).
+    cost: CostCounters,
 }
 
 impl Metrics {
@@ -97,8 +93,10 @@ impl Metrics {
     pub(crate) fn new() -> prometheus::Result<Self> {
         let table_op = &["table", "operation"];
         let table = &["table"];
+        let registry = Registry::new();
         let m = Self {
-            registry: Registry::new(),
+            cost: CostCounters::new(&registry)?,
+            registry,
             tables: Arc::default(),
             jobs_total: IntCounterVec::new(
                 opts("jobs_total", "Finished job attempts by outcome"),
@@ -442,6 +440,12 @@ impl Metrics {
         self.concurrency_key_waits_total
             .with_label_values(&[table, op.as_str()])
             .inc();
+    }
+
+    /// Adds what a job, a task or a period of probes cost (priced) to `owner`'s
+    /// `operation` (an operation's name, or [`tablekeeper_vocab::PROBE_OPERATION`]).
+    pub(crate) fn count_cost(&self, owner: &str, operation: &str, cost: &tablekeeper_vocab::Cost) {
+        self.cost.count(owner, operation, cost);
     }
 
     pub(crate) fn count_bytes_rewritten(&self, table: &str, bytes: u64) {

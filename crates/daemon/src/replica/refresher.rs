@@ -23,13 +23,18 @@ pub(crate) async fn refresher(rt: Arc<Shared>) {
     // 15 s (Prometheus's common interval) sees current values.
     let gauges_every = Duration::from_secs(5).min(rt.config.probe_interval);
     let mut health_recorded = None;
+    let mut probe_costs = super::cost_flush::Pending::default();
     loop {
         crate::schedule::probes::probe_due(&rt).await;
         refresh_store_gauges(&rt).await;
         crate::metrics::publish::all(&rt.metrics, &rt.fleet, Utc::now());
         super::fleet_health::record(&rt, &mut health_recorded).await;
+        super::cost_flush::flush(&rt, &mut probe_costs, false).await;
         tokio::select! {
-            () = rt.shutdown.cancelled() => return,
+            () = rt.shutdown.cancelled() => {
+                super::cost_flush::flush(&rt, &mut probe_costs, true).await;
+                return;
+            }
             () = tokio::time::sleep(gauges_every) => {}
         }
     }

@@ -49,9 +49,10 @@ pub(crate) async fn drain(shared: &Shared, running: Running, reason: Stop) {
         stops,
     } = running;
     let grace = shared.config.shutdown_grace;
-    info!(signal = reason.as_str(), grace = ?grace, "shutting down: no new jobs, draining running ones");
-    shared.stop_accepting_mutations();
+    // claiming stops before the line is logged: nothing logged after it started after it
     stops.claiming.cancel();
+    shared.stop_accepting_mutations();
+    info!(signal = reason.as_str(), grace = ?grace, "shutting down: no new jobs, draining running ones");
     if let Some(scheduler) = scheduler {
         scheduler.shutdown().await;
     }

@@ -519,11 +519,9 @@ struct FirstHistory {
 impl FirstHistory {
     fn start(uri: &str, table: &DeltaTable) -> Self {
         FirstHistory {
-            read: tokio_util::task::AbortOnDropHandle::new(tokio::spawn(WholeLog::read(
-                table.object_store(),
-                table.log_store(),
-                uri.to_owned(),
-            ))),
+            read: tokio_util::task::AbortOnDropHandle::new(crate::cost::scope::spawn(
+                WholeLog::read(table.object_store(), table.log_store(), uri.to_owned()),
+            )),
             slot: None,
         }
     }
@@ -1308,7 +1306,7 @@ async fn damage_check(
         match slot {
             Some(slot) => {
                 let (table, owned_uri, files) = (table.clone(), uri.to_owned(), live.shared());
-                let check = tokio::spawn(async move {
+                let check = crate::cost::scope::spawn(async move {
                     let _slot = slot;
                     crate::probe::presence::ensure_present(&table, &owned_uri, &files).await
                 });

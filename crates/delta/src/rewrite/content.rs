@@ -93,6 +93,36 @@ struct ColumnTally {
     max: Option<MaxAccumulator>,
 }
 
+/// Each tallied column's share of a tally's fingerprint for one batch (in the tally's column
+/// order), handed on with the batch so a tally of the same arrays downstream does not hash
+/// them again ([`Tally::add_known`]). Empty: nothing known.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Hashed(Vec<Option<u64>>);
+
+impl Hashed {
+    /// The shares of `before`'s columns that `after` still holds as the very same arrays (a
+    /// renamed column keeps its array; a retyped or edited one does not). `tally` names the
+    /// columns' positions in the rows: one of the tallies the shares are for.
+    pub(crate) fn unchanged(
+        self,
+        tally: &Tally,
+        before: &RecordBatch,
+        after: &RecordBatch,
+    ) -> Hashed {
+        let same = |index: usize| match (before.columns().get(index), after.columns().get(index)) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        Hashed(
+            self.0
+                .into_iter()
+                .zip(&tally.columns)
+                .map(|(share, column)| share.filter(|_| same(column.index)))
+                .collect(),
+        )
+    }
+}
+
 /// Whether statistics must equal the data's extremes or only bound them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Strictness {
@@ -143,18 +173,32 @@ impl Tally {
     /// Adds `batch`'s rows (of the schema the tally was made for; names may differ, as a
     /// column-mapped table's physical batch does).
     pub(crate) fn add(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        self.add_known(batch, &Hashed::default()).map(drop)
+    }
+
+    /// [`Self::add`], except that a column `known` holds the fingerprint share of is not
+    /// hashed again: `known` was taken of this very array by a tally of the same columns
+    /// ([`Hashed::unchanged`] keeps a share only while the array is the same object, and arrow
+    /// arrays are immutable). Returns the shares this batch added, for such a later tally.
+    pub(crate) fn add_known(
+        &mut self,
+        batch: &RecordBatch,
+        known: &Hashed,
+    ) -> Result<Hashed, String> {
         let started = Instant::now();
         self.rows += batch.num_rows() as u64;
         let mut hashes = Vec::new();
-        for column in &mut self.columns {
+        let mut shares = Vec::with_capacity(self.columns.len());
+        for (position, column) in self.columns.iter_mut().enumerate() {
             let array = batch
                 .columns()
                 .get(column.index)
                 .ok_or_else(|| format!("the rows lost column `{}` on the way", column.name))?;
-            column.add(array, &mut hashes)?;
+            let known = known.0.get(position).copied().flatten();
+            shares.push(column.add(array, &mut hashes, known)?);
         }
         self.spent += started.elapsed();
-        Ok(())
+        Ok(Hashed(shares))
     }
 
     /// The rows, nulls and extremes the footer of a file records for its top-level columns
@@ -230,16 +274,32 @@ impl ColumnTally {
         }
     }
 
-    fn add(&mut self, array: &ArrayRef, hashes: &mut Vec<u64>) -> Result<(), String> {
+    /// Tallies `array`; `known` is its values' hash sum when already taken. Returns the sum
+    /// added to the fingerprint (`None` when this tally keeps none).
+    fn add(
+        &mut self,
+        array: &ArrayRef,
+        hashes: &mut Vec<u64>,
+        known: Option<u64>,
+    ) -> Result<Option<u64>, String> {
         self.nulls += array.logical_null_count() as u64;
+        let mut share = None;
         if let Some(sum) = self.fingerprint.as_mut() {
-            hashes.clear();
-            hashes.resize(array.len(), 0);
-            hash_values(array, hashes)
-                .map_err(|e| format!("fingerprinting column `{}`: {e}", self.name))?;
-            *sum = hashes.iter().fold(*sum, |acc, h| acc.wrapping_add(*h));
+            let added = match known {
+                Some(added) => added,
+                None => {
+                    hashes.clear();
+                    hashes.resize(array.len(), 0);
+                    hash_values(array, hashes)
+                        .map_err(|e| format!("fingerprinting column `{}`: {e}", self.name))?;
+                    hashes.iter().fold(0u64, |acc, h| acc.wrapping_add(*h))
+                }
+            };
+            *sum = sum.wrapping_add(added);
+            share = Some(added);
         }
-        self.update_extremes(array, array)
+        self.update_extremes(array, array)?;
+        Ok(share)
     }
 
     fn update_extremes(&mut self, mins: &ArrayRef, maxes: &ArrayRef) -> Result<(), String> {

@@ -25,7 +25,7 @@ use indexmap::IndexMap;
 use crate::error::DeltaError;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
-use crate::rewrite::content::{LogValues, Strictness, Tally};
+use crate::rewrite::content::{Hashed, LogValues, Strictness, Tally};
 use crate::rewrite::dictionary::Sample;
 use crate::rewrite::plan::RewriteSpec;
 use crate::rewrite::row_ids::row_tracking;
@@ -57,8 +57,7 @@ pub(crate) async fn rewrite_files(
     while let Some(batch) = batches.next().await {
         let batch =
             batch.map_err(|e| DeltaError::delta(uri, "reading the files to rewrite", e.into()))?;
-        read.add(&batch).map_err(|e| tally_failed(uri, e))?;
-        writer.write(batch).await?;
+        writer.write_read(batch, &mut read).await?;
     }
     writer.close(read).await
 }
@@ -116,6 +115,8 @@ pub(crate) struct PartitionFiles {
     shape: FileShape,
     /// The first rows, until the encoding is chosen from them.
     sample: Option<Sample>,
+    /// What the read tally already hashed of each batch in `sample`, in its order.
+    sample_hashed: Vec<Hashed>,
     /// The partition columns, as the rows name them (logical names).
     partition_columns: Vec<String>,
     /// The partition's values keyed as the log keys them, from the first row written.
@@ -182,6 +183,7 @@ impl PartitionFiles {
             writer: Some(DeltaWriter::new(log_store.object_store(None), config)),
             shape,
             sample: Some(Sample::default()),
+            sample_hashed: Vec::new(),
             partition_columns,
             values: None,
             mapping,
@@ -198,11 +200,30 @@ impl PartitionFiles {
 
     /// Writes `batch`'s rows, which must all belong to the partition of the first row written.
     pub(crate) async fn write(&mut self, batch: RecordBatch) -> Result<(), DeltaError> {
+        self.write_hashed(batch, Hashed::default()).await
+    }
+
+    /// Writes rows as they were read, tallying them into `read` (from [`Self::tally`]) first.
+    /// The columns that reach the encoder as the very arrays read are hashed once, for both
+    /// tallies; the rest (renamed nested columns, anything edited on the way) twice.
+    pub(crate) async fn write_read(
+        &mut self,
+        batch: RecordBatch,
+        read: &mut Tally,
+    ) -> Result<(), DeltaError> {
+        let hashed = read
+            .add_known(&batch, &Hashed::default())
+            .map_err(|e| tally_failed(&self.uri, e))?;
+        self.write_hashed(batch, hashed).await
+    }
+
+    async fn write_hashed(&mut self, batch: RecordBatch, hashed: Hashed) -> Result<(), DeltaError> {
         let uri = self.uri.as_str();
         let written = |e| DeltaError::delta(uri, "writing rewritten files", e);
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        let read = batch.clone();
         #[cfg(test)]
         let batch = crate::rewrite::content::fault::batch(batch);
         if !self.partition_columns.is_empty() {
@@ -228,14 +249,17 @@ impl PartitionFiles {
                 .map_err(|e| written(DeltaTableError::from(e)))?,
             None => batch,
         };
+        let hashed = hashed.unchanged(&self.written, &read, &batch);
+        drop(read);
         match &mut self.sample {
             Some(sample) => {
+                self.sample_hashed.push(hashed);
                 if sample.push(batch) {
                     self.end_sample(&values).await?;
                 }
                 Ok(())
             }
-            None => self.encode(batch, &values).await,
+            None => self.encode(batch, &values, &hashed).await,
         }
     }
 
@@ -263,17 +287,20 @@ impl PartitionFiles {
                 .take()
                 .map(|writer| writer.with_writer_properties(properties));
         }
-        for batch in sample.into_batches() {
-            self.encode(batch, values).await?;
+        let hashed = std::mem::take(&mut self.sample_hashed);
+        for (batch, hashed) in sample.into_batches().into_iter().zip(hashed) {
+            self.encode(batch, values, &hashed).await?;
         }
         Ok(())
     }
 
-    /// Hands `batch` (physical names, one partition's rows) to the Parquet writer.
+    /// Hands `batch` (physical names, one partition's rows) to the Parquet writer, tallying
+    /// it but for the columns `hashed` already fingerprinted.
     async fn encode(
         &mut self,
         batch: RecordBatch,
         values: &IndexMap<String, Scalar>,
+        hashed: &Hashed,
     ) -> Result<(), DeltaError> {
         let uri = self.uri.as_str();
         let written = |e| DeltaError::delta(uri, "writing rewritten files", e);
@@ -282,7 +309,9 @@ impl PartitionFiles {
                 "the rewrite's writer is gone (a tablekeeper bug: please report it)".into(),
             )));
         };
-        self.written.add(&batch).map_err(|e| tally_failed(uri, e))?;
+        self.written
+            .add_known(&batch, hashed)
+            .map_err(|e| tally_failed(uri, e))?;
         if self.partition_columns.is_empty() {
             return writer.write(&batch).await.map_err(written);
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::datafusion::execution::SendableRecordBatchStream;
 use deltalake::datafusion::prelude::{SessionConfig, SessionContext};
+use deltalake::delta_datafusion::engine::AsObjectStoreUrl as _;
 use deltalake::delta_datafusion::{DeltaScanNext, FileSelection};
 use deltalake::kernel::{Add, EagerSnapshot};
 use deltalake::logstore::LogStoreRef;
@@ -30,6 +31,13 @@ pub(crate) async fn scan(
     } else {
         SessionContext::new()
     };
+    // read data files through the table's own store, as everything else is: DataFusion's
+    // session would otherwise read local (`file://`) tables through a store of its own, past
+    // the cost meter ([`crate::cost`])
+    let root = log_store.root_url().as_object_store_url();
+    context
+        .runtime_env()
+        .register_object_store(root.as_ref(), log_store.root_object_store(None));
     let scan = DeltaScanNext::builder()
         .with_log_store(log_store.clone())
         .with_eager_snapshot(snapshot.clone())

@@ -213,6 +213,34 @@ pub(super) const STATEMENTS: Statements = Statements {
          ON CONFLICT DO NOTHING",
     prune_fleet_health: "DELETE FROM fleet_health WHERE hour < $1",
     fleet_health: "SELECT hour, counts FROM fleet_health WHERE hour >= $1 ORDER BY hour",
+    finished_jobs: select_jobs!(
+        "WHERE finished_at IS NOT NULL AND state IN ('succeeded', 'failed', 'cancelled') \
+          AND ($1::text IS NULL OR table_name = $1) \
+          AND ($2::text IS NULL OR result->>'owner' = $2) \
+          AND ($3::text IS NULL OR operation = $3) \
+          AND ($4::timestamptz IS NULL OR finished_at >= $4) \
+          ORDER BY finished_at DESC, id DESC LIMIT $5"
+    ),
+    record_probe_costs: "\
+        INSERT INTO probe_costs (table_name, owner, replica_id, day, cpu_micros, get_requests, \
+          put_requests, list_requests, head_requests, delete_requests, bytes_read, bytes_written) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+        ON CONFLICT (table_name, replica_id, day) DO UPDATE SET owner = EXCLUDED.owner, \
+          cpu_micros = probe_costs.cpu_micros + EXCLUDED.cpu_micros, \
+          get_requests = probe_costs.get_requests + EXCLUDED.get_requests, \
+          put_requests = probe_costs.put_requests + EXCLUDED.put_requests, \
+          list_requests = probe_costs.list_requests + EXCLUDED.list_requests, \
+          head_requests = probe_costs.head_requests + EXCLUDED.head_requests, \
+          delete_requests = probe_costs.delete_requests + EXCLUDED.delete_requests, \
+          bytes_read = probe_costs.bytes_read + EXCLUDED.bytes_read, \
+          bytes_written = probe_costs.bytes_written + EXCLUDED.bytes_written",
+    probe_costs: "\
+        SELECT table_name, owner, sum(cpu_micros)::bigint AS cpu_micros, \
+          sum(get_requests)::bigint AS get_requests, sum(put_requests)::bigint AS put_requests, \
+          sum(list_requests)::bigint AS list_requests, sum(head_requests)::bigint AS head_requests, \
+          sum(delete_requests)::bigint AS delete_requests, sum(bytes_read)::bigint AS bytes_read, \
+          sum(bytes_written)::bigint AS bytes_written \
+        FROM probe_costs WHERE day >= $1 GROUP BY table_name, owner ORDER BY table_name, owner",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0)::INTEGER AS next FROM job_tasks WHERE job_id = $1",

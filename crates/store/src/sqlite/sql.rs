@@ -224,6 +224,35 @@ pub(super) const STATEMENTS: Statements = Statements {
     prune_fleet_health: "DELETE FROM fleet_health WHERE julianday(hour) < julianday(?1)",
     fleet_health: "SELECT hour, counts FROM fleet_health \
          WHERE julianday(hour) >= julianday(?1) ORDER BY julianday(hour)",
+    finished_jobs: select_jobs!(
+        "WHERE finished_at IS NOT NULL AND state IN ('succeeded', 'failed', 'cancelled') \
+          AND (?1 IS NULL OR table_name = ?1) \
+          AND (?2 IS NULL OR json_extract(result, '$.owner') = ?2) \
+          AND (?3 IS NULL OR operation = ?3) \
+          AND (?4 IS NULL OR julianday(finished_at) >= julianday(?4)) \
+          ORDER BY julianday(finished_at) DESC, id DESC LIMIT ?5"
+    ),
+    record_probe_costs: "\
+        INSERT INTO probe_costs (table_name, owner, replica_id, day, cpu_micros, get_requests, \
+          put_requests, list_requests, head_requests, delete_requests, bytes_read, bytes_written) \
+        VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', ?4), ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+        ON CONFLICT (table_name, replica_id, day) DO UPDATE SET owner = excluded.owner, \
+          cpu_micros = probe_costs.cpu_micros + excluded.cpu_micros, \
+          get_requests = probe_costs.get_requests + excluded.get_requests, \
+          put_requests = probe_costs.put_requests + excluded.put_requests, \
+          list_requests = probe_costs.list_requests + excluded.list_requests, \
+          head_requests = probe_costs.head_requests + excluded.head_requests, \
+          delete_requests = probe_costs.delete_requests + excluded.delete_requests, \
+          bytes_read = probe_costs.bytes_read + excluded.bytes_read, \
+          bytes_written = probe_costs.bytes_written + excluded.bytes_written",
+    probe_costs: "\
+        SELECT table_name, owner, sum(cpu_micros) AS cpu_micros, \
+          sum(get_requests) AS get_requests, sum(put_requests) AS put_requests, \
+          sum(list_requests) AS list_requests, sum(head_requests) AS head_requests, \
+          sum(delete_requests) AS delete_requests, sum(bytes_read) AS bytes_read, \
+          sum(bytes_written) AS bytes_written \
+        FROM probe_costs WHERE julianday(day) >= julianday(?1) \
+        GROUP BY table_name, owner ORDER BY table_name, owner",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0) AS next FROM job_tasks WHERE job_id = ?1",

@@ -1,0 +1,325 @@
+//! The chargeback report (`tablekeeper report costs`) and the fleet page's cost table: the
+//! costs of finished jobs and of probes over a period, summed by owner, table or operation,
+//! with the monthly price of the bytes each table's history keeps (retained by the VACUUM
+//! window, pins and clones, as the last restore drill sized them).
+//!
+//! Sums are of what the job store holds: each job's `result.cost` (priced when it ran) and
+//! each table's `probe_costs` (priced here, at the report's prices). The API's rows and the
+//! replicas' cost counters count the same runs (README "What maintenance costs").
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tablekeeper_store::{JobStore, OperationsFilter, StoreError};
+use tablekeeper_vocab::{Cost, PROBE_OPERATION};
+
+use super::OperationRow;
+use crate::config::Prices;
+
+/// What the report's rows are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    Owner,
+    Table,
+    Operation,
+}
+
+/// One row: what the jobs (and probes) of one owner, table or operation cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CostRow {
+    pub key: String,
+    /// Finished jobs counted (probes not included).
+    pub jobs: u64,
+    pub cost: Cost,
+    /// The monthly price of the bytes kept only for the window, pins and clones (owners and
+    /// tables; null by operation).
+    pub retained_bytes: Option<u64>,
+    pub retained_usd_per_month: Option<f64>,
+}
+
+/// The report: its period, its rows (most expensive first) and their total.
+#[derive(Debug, Clone, Serialize)]
+pub struct CostReport {
+    pub since: DateTime<Utc>,
+    pub by: By,
+    pub rows: Vec<CostRow>,
+    pub total: CostRow,
+}
+
+/// Stored probes read per query.
+const PROBES_PAGE: u32 = 500;
+
+/// Reads the job store and sums costs since `since` by `by`. `owner_now` names a table's
+/// owner in the current inventory (for jobs whose result records none).
+pub(crate) async fn costs(
+    store: &JobStore,
+    since: DateTime<Utc>,
+    by: By,
+    prices: &Prices,
+    owner_now: impl Fn(&str) -> Option<String>,
+) -> Result<CostReport, StoreError> {
+    let jobs = store
+        .finished_jobs(&OperationsFilter {
+            since: Some(since),
+            ..OperationsFilter::default()
+        })
+        .await?;
+    let rows: Vec<OperationRow> = jobs
+        .iter()
+        .map(|j| OperationRow::of(j, &owner_now))
+        .collect();
+    let probes = store.probe_costs(since).await?;
+    let retained = retained(store).await?;
+    let mut sums: BTreeMap<String, CostRow> = BTreeMap::new();
+    let unowned = || "(no owner)".to_owned();
+    for row in &rows {
+        let key = match by {
+            By::Owner => row.owner.clone().unwrap_or_else(unowned),
+            By::Table => row.table.clone(),
+            By::Operation => row.operation.as_str().to_owned(),
+        };
+        let sum = sums.entry(key).or_default();
+        sum.jobs += 1;
+        if let Some(cost) = &row.cost {
+            sum.cost = sum.cost.plus(cost);
+        }
+    }
+    for probe in probes {
+        let key = match by {
+            By::Owner => probe.owner.clone(),
+            By::Table => probe.table.clone(),
+            By::Operation => PROBE_OPERATION.to_owned(),
+        };
+        let sum = sums.entry(key).or_default();
+        sum.cost = sum.cost.plus(&prices.priced(probe.cost));
+    }
+    if by != By::Operation {
+        for (table, bytes) in retained {
+            let key = match by {
+                By::Owner => owner_now(&table).unwrap_or_else(unowned),
+                _ => table,
+            };
+            let sum = sums.entry(key).or_default();
+            *sum.retained_bytes.get_or_insert(0) += bytes;
+        }
+    }
+    let mut rows: Vec<CostRow> = sums
+        .into_iter()
+        .map(|(key, mut row)| {
+            row.key = key;
+            row.retained_usd_per_month = row.retained_bytes.map(|b| prices.storage_per_month(b));
+            row
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.cost
+            .estimated_usd
+            .total_cmp(&a.cost.estimated_usd)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    let total = rows.iter().fold(
+        CostRow {
+            key: "total".into(),
+            ..CostRow::default()
+        },
+        |mut total, row| {
+            total.jobs += row.jobs;
+            total.cost = total.cost.plus(&row.cost);
+            if let Some(bytes) = row.retained_bytes {
+                *total.retained_bytes.get_or_insert(0) += bytes;
+            }
+            total
+        },
+    );
+    let total = CostRow {
+        retained_usd_per_month: total.retained_bytes.map(|b| prices.storage_per_month(b)),
+        ..total
+    };
+    Ok(CostReport {
+        since,
+        by,
+        rows,
+        total,
+    })
+}
+
+/// Bytes each table keeps only for its window, pins and clones, from the last restore drill
+/// any replica stored.
+async fn retained(store: &JobStore) -> Result<BTreeMap<String, u64>, StoreError> {
+    let mut retained = BTreeMap::new();
+    let (mut after, mut after_table) = (None, None::<String>);
+    loop {
+        let rows = store
+            .probes_since(after, after_table.as_deref(), None, PROBES_PAGE)
+            .await?;
+        for row in &rows {
+            let bytes = row
+                .probe
+                .as_ref()
+                .and_then(|p| p.pointer("/restore_drill/retained_bytes"))
+                .map(|r| {
+                    ["window", "pin", "clone"]
+                        .iter()
+                        .filter_map(|k| r.get(k).and_then(serde_json::Value::as_u64))
+                        .sum::<u64>()
+                });
+            if let Some(bytes) = bytes {
+                retained.insert(row.table_name.clone(), bytes);
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == PROBES_PAGE as usize => {
+                (after, after_table) = (Some(last.updated_at), Some(last.table_name.clone()));
+            }
+            _ => break,
+        }
+    }
+    Ok(retained)
+}
+
+/// The columns every format writes, in order.
+const COLUMNS: [&str; 14] = [
+    "key",
+    "jobs",
+    "cpu_seconds",
+    "wall_seconds",
+    "get",
+    "put",
+    "list",
+    "head",
+    "delete",
+    "bytes_read",
+    "bytes_written",
+    "estimated_usd",
+    "retained_bytes",
+    "retained_usd_per_month",
+];
+
+fn cells(row: &CostRow) -> [String; 14] {
+    let c = &row.cost;
+    let r = &c.requests;
+    [
+        row.key.clone(),
+        row.jobs.to_string(),
+        format!("{:.3}", c.cpu_seconds),
+        format!("{:.3}", c.wall_seconds),
+        r.get.to_string(),
+        r.put.to_string(),
+        r.list.to_string(),
+        r.head.to_string(),
+        r.delete.to_string(),
+        c.bytes_read.to_string(),
+        c.bytes_written.to_string(),
+        format!("{:.6}", c.estimated_usd),
+        row.retained_bytes
+            .map(|b| b.to_string())
+            .unwrap_or_default(),
+        row.retained_usd_per_month
+            .map(|u| format!("{u:.6}"))
+            .unwrap_or_default(),
+    ]
+}
+
+impl CostReport {
+    pub fn csv(&self) -> String {
+        let mut out = COLUMNS.join(",");
+        out.push('\n');
+        for row in self.rows.iter().chain(std::iter::once(&self.total)) {
+            let line: Vec<String> = cells(row).iter().map(|c| csv_cell(c)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "### Maintenance costs since {} by {}\n\n| {} |\n|{}|\n",
+            self.since.format("%Y-%m-%d %H:%M UTC"),
+            self.by_name(),
+            COLUMNS.join(" | "),
+            COLUMNS.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+        );
+        for row in self.rows.iter().chain(std::iter::once(&self.total)) {
+            let line: Vec<String> = cells(row).iter().map(|c| c.replace('|', "\\|")).collect();
+            let _ = writeln!(out, "| {} |", line.join(" | "));
+        }
+        out
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "maintenance costs since {} by {} (estimated at the configured prices)\n",
+            self.since.format("%Y-%m-%d %H:%M UTC"),
+            self.by_name()
+        );
+        let width = self
+            .rows
+            .iter()
+            .map(|r| r.key.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(
+            out,
+            "{:width$}  {:>6}  {:>10}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
+            self.by_name(),
+            "jobs",
+            "cpu s",
+            "requests",
+            "GB read",
+            "GB written",
+            "USD",
+            "kept USD/mo"
+        );
+        for row in self.rows.iter().chain(std::iter::once(&self.total)) {
+            let c = &row.cost;
+            let _ = writeln!(
+                out,
+                "{:width$}  {:>6}  {:>10.1}  {:>10}  {:>10.3}  {:>12.3}  {:>12.4}  {:>12}",
+                row.key,
+                row.jobs,
+                c.cpu_seconds,
+                c.requests.total(),
+                c.bytes_read as f64 / 1e9,
+                c.bytes_written as f64 / 1e9,
+                c.estimated_usd,
+                row.retained_usd_per_month
+                    .map(|u| format!("{u:.4}"))
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        out
+    }
+
+    fn by_name(&self) -> &'static str {
+        match self.by {
+            By::Owner => "owner",
+            By::Table => "table",
+            By::Operation => "operation",
+        }
+    }
+}
+
+fn csv_cell(cell: &str) -> String {
+    if cell.contains([',', '"', '\n']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_what_would_split_a_cell() {
+        assert_eq!(csv_cell("team a"), "team a");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"x\""), "\"say \"\"x\"\"\"");
+    }
+}

@@ -1,0 +1,474 @@
+//! What every job costs, measured where it ran (README "What maintenance costs"), with the
+//! real binary on a real Postgres:
+//!
+//! - **CPU**: a compaction and a Z-order run side by side in one daemon, then two VACUUMs;
+//!   each job's reported `cpu_seconds` is compared with `getrusage` of a `tablekeeper
+//!   maintain` process that ran the same operation on an identical copy of the table, less
+//!   the same process's work outside the job (start, inventory, the probe before it: a
+//!   `tablekeeper plan` of that table alone, measured the same way).
+//! - **Consistency**: two replicas share the jobs (a split compaction's tasks run on both);
+//!   the sums of `GET /api/v1/operations`, of `tablekeeper report costs --by operation` and of
+//!   both replicas' cost counters agree for the same runs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sqlx::Row;
+use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
+use tablekeeper_store::testing::TestDatabase;
+use tablekeeper_tests::jobs::wait_until;
+use tablekeeper_tests::setup::{daemon_env, serial, trigger, InventoryFile, TableEntry};
+use tablekeeper_tests::{bin_path, stop_all, Daemon};
+
+/// Only manual triggers run: every schedule is yearly.
+const DEFAULTS: &str =
+    "  compaction: { schedule: \"0 0 1 1 *\", target_file_size: 256MiB, min_small_files: 2 }
+  zorder: { schedule: \"0 0 1 1 *\" }
+  purge: { schedule: \"0 0 1 1 *\" }
+  vacuum: { schedule: \"0 0 1 1 *\" }
+  checkpoint: { enabled: false }
+  max_attempts: 1
+  timeout: 5m
+";
+
+/// Z-ordered by `user_id`; VACUUM may delete what compaction removed at once.
+const TABLE_EXTRA: &str = "    layout: { zorder: [user_id] }
+    retention: { deleted_file_retention: 0s, log_retention: 30d, allow_short_retention: true }
+";
+
+fn inventory(dir: &Path, tables: &[(&str, &Path)]) -> InventoryFile {
+    let entries: Vec<TableEntry<'_>> = tables
+        .iter()
+        .map(|(name, path)| TableEntry {
+            name,
+            path,
+            extra: TABLE_EXTRA,
+        })
+        .collect();
+    InventoryFile::write(dir, DEFAULTS, &entries).unwrap()
+}
+
+async fn table(path: &Path, partitions: u32) {
+    write_small_files(
+        path.to_str().unwrap(),
+        &SmallFiles {
+            partitions,
+            files_per_partition: 30,
+            rows_per_file: 20_000,
+            payload_bytes: 24,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn copy(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// CPU seconds (user + system) of the tablekeeper process `args` start, from `getrusage` of
+/// the children of a python process that runs only it; fails when the command fails.
+fn process_cpu(args: &[&str]) -> f64 {
+    let script = "import resource, subprocess, sys\n\
+                  p = subprocess.run(sys.argv[1:], capture_output=True)\n\
+                  r = resource.getrusage(resource.RUSAGE_CHILDREN)\n\
+                  sys.stderr.write(p.stderr.decode()[-3000:] if p.returncode else '')\n\
+                  print(r.ru_utime + r.ru_stime if p.returncode == 0 else -1)\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(bin_path())
+        .args(args)
+        .output()
+        .unwrap();
+    let cpu: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(
+        cpu >= 0.0,
+        "`tablekeeper {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cpu
+}
+
+/// What one operation costs a process that runs only it: `maintain` less the `plan` of the
+/// same table (the process's start, inventory and the probe `maintain` takes first).
+fn cpu_of_only(inventory: &Path, table: &str, operation: &str) -> f64 {
+    let inv = inventory.to_str().unwrap();
+    let around = process_cpu(&["plan", "--inventory", inv]);
+    let whole = process_cpu(&[
+        "maintain",
+        "--inventory",
+        inv,
+        "--table",
+        table,
+        "--operation",
+        operation,
+    ]);
+    whole - around
+}
+
+async fn wait_succeeded(pool: &sqlx::PgPool, jobs: &[i64], daemons: &[&Daemon]) {
+    wait_until(Duration::from_secs(300), "the jobs to succeed", || async {
+        let mut done = 0;
+        for job in jobs {
+            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            assert!(
+                state != "failed",
+                "job {job} failed\n{}",
+                daemons.iter().map(|d| d.log()).collect::<String>()
+            );
+            done += usize::from(state == "succeeded");
+        }
+        done == jobs.len()
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}",
+            daemons.iter().map(|d| d.log()).collect::<String>()
+        )
+    });
+}
+
+async fn result_of(pool: &sqlx::PgPool, job: i64) -> serde_json::Value {
+    sqlx::query_scalar("SELECT result FROM jobs WHERE id = $1")
+        .bind(job)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_reports_the_cpu_a_process_running_only_it_uses() {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    table(&a, 2).await;
+    table(&b, 1).await;
+    let copies = dir.path().join("copies");
+    std::fs::create_dir_all(&copies).unwrap();
+    let (a2, b2) = (copies.join("a"), copies.join("b"));
+    copy(&a, &a2);
+    copy(&b, &b2);
+    let inv = inventory(dir.path(), &[("a", &a), ("b", &b)]);
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let env = daemon_env(&db.url, &inv.path, Duration::from_secs(10), 2);
+    let daemon = Daemon::start("r1", dir.path(), &env).unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+
+    // side by side: a compaction of `a` and a Z-order of `b`, then a VACUUM of each
+    let compact = trigger(&daemon.base_url, "a", "compact").await.unwrap();
+    let zorder = trigger(&daemon.base_url, "b", "zorder").await.unwrap();
+    wait_succeeded(&pool, &[compact, zorder], &[&daemon]).await;
+    let overlap: bool = sqlx::query_scalar(
+        "SELECT a.started_at < b.finished_at AND b.started_at < a.finished_at \
+         FROM jobs a, jobs b WHERE a.id = $1 AND b.id = $2",
+    )
+    .bind(compact)
+    .bind(zorder)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        overlap,
+        "the two rewrites ran one after the other\n{}",
+        daemon.log()
+    );
+    let vacuum_a = trigger(&daemon.base_url, "a", "vacuum").await.unwrap();
+    let vacuum_b = trigger(&daemon.base_url, "b", "vacuum").await.unwrap();
+    wait_succeeded(&pool, &[vacuum_a, vacuum_b], &[&daemon]).await;
+    let mut reported = BTreeMap::new();
+    for (name, job) in [
+        ("compact a", compact),
+        ("zorder b", zorder),
+        ("vacuum a", vacuum_a),
+        ("vacuum b", vacuum_b),
+    ] {
+        let result = result_of(&pool, job).await;
+        let cpu = result["cost"]["cpu_seconds"].as_f64().unwrap();
+        assert!(
+            result["cost"]["wall_seconds"].as_f64().unwrap() > 0.0,
+            "{result:#}"
+        );
+        assert!(
+            result["cost"]["requests"]["get"].as_u64().unwrap() > 0,
+            "{result:#}"
+        );
+        assert_eq!(result["owner"], "fault-suite", "{result:#}");
+        reported.insert(name, cpu);
+    }
+    stop_all(&mut [daemon], Duration::from_secs(60)).unwrap();
+
+    // the same operations, each alone in a process, on the copies
+    let inv_a = inventory(&copies.join("inv-a"), &[("a", &a2)]);
+    let inv_b = inventory(&copies.join("inv-b"), &[("b", &b2)]);
+    let alone = [
+        ("compact a", cpu_of_only(&inv_a.path, "a", "compact")),
+        ("zorder b", cpu_of_only(&inv_b.path, "b", "zorder")),
+        ("vacuum a", cpu_of_only(&inv_a.path, "a", "vacuum")),
+        ("vacuum b", cpu_of_only(&inv_b.path, "b", "vacuum")),
+    ];
+    let mut lines = Vec::new();
+    for (name, process) in alone {
+        let job = reported[name];
+        lines.push(format!(
+            "{name}: job {job:.3} s, process alone {process:.3} s"
+        ));
+        // 10%, and 30 ms for what two processes' probes and starts differ by
+        let allowed = 0.10 * process + 0.03;
+        assert!(
+            (job - process).abs() <= allowed,
+            "{name}: the job reported {job:.3} CPU-seconds, a process running only it used \
+             {process:.3}\n{}",
+            lines.join("\n")
+        );
+    }
+    eprintln!("{}", lines.join("\n"));
+}
+
+/// The value of the series of `name` whose labels include every one of `labels` (written
+/// `key="value"`, in any order), 0 when there is none.
+fn sample(text: &str, name: &str, labels: &[String]) -> f64 {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| rest.split_once("} "))
+        .filter(|(set, _)| {
+            let set: Vec<&str> = set.split(',').collect();
+            labels.iter().all(|l| set.contains(&l.as_str()))
+        })
+        .map(|(_, value)| value.trim().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Sums of cost fields over operations, keyed by operation.
+type Sums = BTreeMap<String, [f64; 9]>;
+
+const FIELDS: [&str; 9] = [
+    "cpu_seconds",
+    "get",
+    "put",
+    "list",
+    "head",
+    "delete",
+    "bytes_read",
+    "bytes_written",
+    "estimated_usd",
+];
+
+fn fields_of(cost: &serde_json::Value) -> [f64; 9] {
+    FIELDS.map(|f| {
+        cost.get(f)
+            .or_else(|| cost["requests"].get(f))
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0)
+    })
+}
+
+fn add(sums: &mut Sums, operation: &str, values: [f64; 9]) {
+    let sum = sums.entry(operation.to_owned()).or_insert([0.0; 9]);
+    for (s, v) in sum.iter_mut().zip(values) {
+        *s += v;
+    }
+}
+
+fn assert_same(what: &str, a: &Sums, b: &Sums) {
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: other operations\n{a:?}\n{b:?}"
+    );
+    for (op, x) in a {
+        for ((field, x), y) in FIELDS.iter().zip(x).zip(&b[op]) {
+            let tolerance = 1e-6 * x.abs().max(1.0);
+            assert!(
+                (x - y).abs() <= tolerance,
+                "{what}: {op} {field}: {x} against {y}\n{a:?}\n{b:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_the_report_and_both_replicas_counters_add_up_alike() {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| dir.path().join(n)).collect();
+    for path in &paths {
+        table(path, 4).await;
+    }
+    let inv = inventory(
+        dir.path(),
+        &[("a", &paths[0]), ("b", &paths[1]), ("c", &paths[2])],
+    );
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let env = daemon_env(&db.url, &inv.path, Duration::from_secs(10), 1);
+    let first = Daemon::start("r1", dir.path(), &env).unwrap();
+    let second = Daemon::start("r2", dir.path(), &env).unwrap();
+    first.wait_ready(Duration::from_secs(60)).await.unwrap();
+    second.wait_ready(Duration::from_secs(60)).await.unwrap();
+
+    let mut jobs = Vec::new();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        let replica = if i % 2 == 0 { &first } else { &second };
+        jobs.push(trigger(&replica.base_url, name, "compact").await.unwrap());
+    }
+    wait_succeeded(&pool, &jobs, &[&first, &second]).await;
+    let vacuum = trigger(&first.base_url, "a", "vacuum").await.unwrap();
+    wait_succeeded(&pool, &[vacuum], &[&first, &second]).await;
+    jobs.push(vacuum);
+    let spread: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT split_part(worker_id, '/', 1)) FROM job_tasks")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(spread, 2, "both replicas ran tasks");
+    let failed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM job_tasks WHERE state <> 'succeeded'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(failed, 0, "every task succeeded at its first try");
+
+    // the operations API, from either replica
+    let rows: serde_json::Value = reqwest::get(format!(
+        "{}/api/v1/operations?since=1d&limit=1000",
+        second.base_url
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let rows = rows["operations"].as_array().unwrap();
+    assert_eq!(rows.len(), jobs.len(), "{rows:#?}");
+    let mut api = Sums::new();
+    for row in rows {
+        assert_eq!(row["owner"], "fault-suite", "{row:#}");
+        assert!(
+            row["outcome"]["before"]["files"].as_u64().is_some(),
+            "{row:#}"
+        );
+        add(
+            &mut api,
+            row["operation"].as_str().unwrap(),
+            fields_of(&row["cost"]),
+        );
+    }
+    let compacted = rows.iter().find(|r| r["operation"] == "compact").unwrap();
+    let (before, after) = (
+        compacted["outcome"]["before"]["small_files"]
+            .as_u64()
+            .unwrap(),
+        compacted["outcome"]["after"]["small_files"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert!(
+        after < before,
+        "the compaction's outcome shows fewer small files: {compacted:#}"
+    );
+
+    // the chargeback report, from the job store
+    let out = Command::new(bin_path())
+        .args([
+            "report",
+            "costs",
+            "--database-url",
+            &db.url,
+            "--since",
+            "1d",
+            "--by",
+            "operation",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut reported = Sums::new();
+    for row in report["rows"].as_array().unwrap() {
+        let key = row["key"].as_str().unwrap();
+        if key != "probe" {
+            add(&mut reported, key, fields_of(&row["cost"]));
+        }
+    }
+    assert_same("report against API", &reported, &api);
+    for format in ["csv", "markdown", "text"] {
+        let out = Command::new(bin_path())
+            .args([
+                "report",
+                "costs",
+                "--database-url",
+                &db.url,
+                "--by",
+                "owner",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("fault-suite"),
+            "{format}: {text}"
+        );
+    }
+
+    // both replicas' counters, each counting the work it ran itself
+    let mut counted = Sums::new();
+    for replica in [&first, &second] {
+        let text = replica.metrics().await.unwrap();
+        for op in ["compact", "vacuum"] {
+            let value = |name: &str, extra: &[&str]| {
+                let mut wanted = vec![
+                    "owner=\"fault-suite\"".to_owned(),
+                    format!("operation=\"{op}\""),
+                ];
+                wanted.extend(extra.iter().map(|e| (*e).to_owned()));
+                sample(&text, &format!("tablekeeper_{name}"), &wanted)
+            };
+            let values = [
+                value("maintenance_cpu_seconds_total", &[]),
+                value("object_store_requests_total", &["kind=\"get\""]),
+                value("object_store_requests_total", &["kind=\"put\""]),
+                value("object_store_requests_total", &["kind=\"list\""]),
+                value("object_store_requests_total", &["kind=\"head\""]),
+                value("object_store_requests_total", &["kind=\"delete\""]),
+                value("object_store_bytes_total", &["direction=\"read\""]),
+                value("object_store_bytes_total", &["direction=\"written\""]),
+                value("maintenance_estimated_cost_usd_total", &[]),
+            ];
+            add(&mut counted, op, values);
+        }
+    }
+    assert_same("counters against API", &counted, &api);
+    let rows_in_db: i64 = sqlx::query("SELECT count(*) AS n FROM jobs WHERE result ? 'cost'")
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+        .get("n");
+    assert_eq!(rows_in_db, jobs.len() as i64);
+    stop_all(&mut [first, second], Duration::from_secs(60)).unwrap();
+}
