@@ -86,6 +86,13 @@ pub async fn maintenance_keeps_every_row(dir: &Path, uri: &str, table: &str) {
         "{compacted}"
     );
     assert_ids(uri, &(0..100).collect::<Vec<_>>(), "after compaction").await;
+    // what it cost, counted on this store as on S3 (README "What maintenance costs")
+    counted(&compacted, &["get", "put", "list"]);
+    assert!(
+        compacted["cost"]["bytes_read"].as_u64() > Some(0)
+            && compacted["cost"]["bytes_written"].as_u64() > Some(0),
+        "{compacted}"
+    );
 
     // a writer from before the compaction overwrites: the hazard, then its exact repair (its
     // overwrites are declared, in a window that is not open now, so rewrites go on after)
@@ -114,6 +121,17 @@ pub async fn maintenance_keeps_every_row(dir: &Path, uri: &str, table: &str) {
         "{vacuumed}"
     );
     assert_ids(uri, &expected, "after checkpoint and VACUUM").await;
+    counted(&vacuumed, &["list", "delete"]);
+}
+
+/// `maintained`'s output counts requests of each of `kinds`.
+fn counted(maintained: &serde_json::Value, kinds: &[&str]) {
+    for kind in kinds {
+        assert!(
+            maintained["cost"]["requests"][kind].as_u64() > Some(0),
+            "no `{kind}` request counted: {maintained}"
+        );
+    }
 }
 
 /// `tablekeeper plan` of the table at `uri` with `env` (a credential the store refuses):

@@ -472,3 +472,129 @@ async fn the_api_the_report_and_both_replicas_counters_add_up_alike() {
     assert_eq!(rows_in_db, jobs.len() as i64);
     stop_all(&mut [first, second], Duration::from_secs(60)).unwrap();
 }
+
+/// The kind a request the S3 server logged ("METHOD path?query") counts as. Bulk deletes
+/// (`POST /bucket?delete`) name no key and are counted apart.
+fn kind_of(line: &str) -> &'static str {
+    let (method, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let query = rest.split_once('?').map_or("", |(_, q)| q);
+    match method {
+        "GET" if query.contains("list-type") || query.contains("prefix=") => "list",
+        "GET" => "get",
+        "HEAD" => "head",
+        "PUT" | "POST" => "put",
+        "DELETE" => "delete",
+        _ => "other",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_counted_on_s3_are_the_requests_the_server_answered() {
+    let _serial = serial().await;
+    let server = tablekeeper_delta::fixtures::peers::S3Server::shared().expect("moto S3 server");
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = format!("costs-{}", uuid::Uuid::new_v4());
+    let uri = format!("s3://tablekeeper/{root}/t");
+    write_small_files(
+        &uri,
+        &SmallFiles {
+            partitions: 2,
+            files_per_partition: 10,
+            rows_per_file: 2_000,
+            payload_bytes: 24,
+        },
+    )
+    .await
+    .unwrap();
+    let yaml = format!(
+        "defaults:\n{DEFAULTS}tables:\n  - name: t\n    path: \"{uri}\"\n    owner: s3-team\n{TABLE_EXTRA}"
+    );
+    std::fs::write(dir.path().join("tables.yaml"), yaml).unwrap();
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut env = daemon_env(
+        &db.url,
+        &dir.path().join("tables.yaml"),
+        Duration::from_secs(10),
+        1,
+    );
+    // one round of probes at the start, then the jobs alone (and the probes around them)
+    env.retain(|(k, _)| !k.contains("PROBE_INTERVAL"));
+    env.push(("TABLEKEEPER_PROBE_INTERVAL", "1h".into()));
+    env.push(("TABLEKEEPER_MAX_PROBE_INTERVAL", "1h".into()));
+    // a bulk delete names its bucket, not its keys: counted apart (tests run one at a time)
+    let logged_before = server.requests(&root).unwrap().len();
+    let bulk_before = server.requests("?delete").unwrap().len();
+    let mut daemon = Daemon::start("r1", dir.path(), &env).unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let compact = trigger(&daemon.base_url, "t", "compact").await.unwrap();
+    wait_succeeded(&pool, &[compact], &[&daemon]).await;
+    let vacuum = trigger(&daemon.base_url, "t", "vacuum").await.unwrap();
+    wait_succeeded(&pool, &[vacuum], &[&daemon]).await;
+    // let the probes after the jobs end, then stop: the last flush stores their costs
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    daemon.signal("TERM").unwrap();
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(60)).unwrap(),
+        Some(0),
+        "{}",
+        daemon.log()
+    );
+
+    let logged = server.requests(&root).unwrap();
+    let mut answered: BTreeMap<&str, u64> = BTreeMap::new();
+    for line in &logged[logged_before..] {
+        *answered.entry(kind_of(line)).or_default() += 1;
+    }
+    let bulk_deletes = (server.requests("?delete").unwrap().len() - bulk_before) as u64;
+    *answered.entry("delete").or_default() += bulk_deletes;
+    let out = Command::new(bin_path())
+        .args([
+            "report",
+            "costs",
+            "--database-url",
+            &db.url,
+            "--by",
+            "operation",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut counted: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut by_operation = Vec::new();
+    for row in report["rows"].as_array().unwrap() {
+        by_operation.push(format!("{}: {}", row["key"], row["cost"]["requests"]));
+        for kind in ["get", "put", "list", "head", "delete"] {
+            *counted.entry(kind).or_default() += row["cost"]["requests"][kind].as_u64().unwrap();
+        }
+    }
+    let explain = format!(
+        "server answered {answered:?} ({bulk_deletes} of the deletes bulk POSTs); tablekeeper counted \
+         {counted:?}: {}",
+        by_operation.join("; ")
+    );
+    eprintln!("{explain}");
+    assert!(counted["put"] > 0 && counted["delete"] > 0, "{explain}");
+    for kind in ["get", "put", "list", "head"] {
+        assert_eq!(
+            counted[kind],
+            answered.get(kind).copied().unwrap_or(0),
+            "{kind} requests: {explain}"
+        );
+    }
+    // S3 deletes up to 1,000 objects in one POST; tablekeeper counts each object
+    let deleted_objects = counted["delete"];
+    let delete_requests = answered.get("delete").copied().unwrap_or(0);
+    assert!(
+        delete_requests >= deleted_objects.div_ceil(1000) && delete_requests <= deleted_objects,
+        "{explain}"
+    );
+    assert_eq!(answered.get("other"), None, "{explain}");
+}

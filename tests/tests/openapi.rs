@@ -27,6 +27,7 @@ const TABLES: [&str; 2] = ["api.events", "api.orders"];
 const ROUTES: &[(&str, &str)] = &[
     ("get", "/"),
     ("get", "/tables/{name}"),
+    ("get", "/costs"),
     ("get", "/metrics"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -42,6 +43,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("delete", "/api/v1/tables/{name}/pins"),
     ("get", "/api/v1/jobs"),
     ("get", "/api/v1/jobs/{id}"),
+    ("get", "/api/v1/operations"),
 ];
 
 /// Validates `document` with openapi-spec-validator's OpenAPI 3.1 validator.

@@ -67,6 +67,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    let building = std::time::Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(std::thread::available_parallelism().map_or(1, usize::from))
         .thread_name(JOB_THREAD_NAME)
@@ -75,6 +76,7 @@ where
         .enable_all()
         .build()
         .map_err(|e| Crashed::NoRuntime(format!("cannot start a runtime for the job: {e}")))?;
+    let built = building.elapsed();
     let mut stopping = StopOnDrop(Some(runtime));
     let handle = match stopping.0.as_ref() {
         Some(runtime) => AbortOnDropHandle::new(runtime.spawn(operation)),
@@ -87,8 +89,15 @@ where
     .await;
     if let Some(runtime) = stopping.0.take() {
         // waits for the threads to stop, so their CPU is counted before the caller reads it
+        let stopping = std::time::Instant::now();
         let _ =
             tokio::task::spawn_blocking(move || runtime.shutdown_timeout(JOB_RUNTIME_STOP)).await;
+        // what measuring costs a job (BENCHMARKS.md "What measuring costs")
+        tracing::debug!(
+            start_us = built.as_micros(),
+            stop_us = stopping.elapsed().as_micros(),
+            "job runtime started and stopped"
+        );
     }
     joined
 }

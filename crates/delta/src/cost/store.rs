@@ -45,31 +45,30 @@ impl MeteredStore {
         Self { inner, meter }
     }
 
-    /// Counts a listing's pages as its objects pass, the last (or only) page when it ends.
+    /// Counts a listing's pages as they are fetched: the first when the listing is first
+    /// polled (the request goes out then, however little of it the caller reads), one more
+    /// each time an object beyond a full page is read.
     fn counted_list(
         &self,
         listing: BoxStream<'static, Result<ObjectMeta>>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let meter = Arc::clone(&self.meter);
         let mut seen = 0u64;
-        let mut ended = false;
+        let mut started = false;
         futures::stream::poll_fn({
             let mut listing = listing;
             move |cx| {
+                if !started {
+                    started = true;
+                    meter.count(RequestKind::List, 1);
+                }
                 let next = listing.poll_next_unpin(cx);
-                match &next {
-                    std::task::Poll::Ready(Some(Ok(_))) => {
-                        // each full page is a request; the next page starts with this object
-                        if seen > 0 && seen.is_multiple_of(LIST_PAGE) {
-                            meter.count(RequestKind::List, 1);
-                        }
-                        seen += 1;
-                    }
-                    std::task::Poll::Ready(_) if !ended => {
-                        ended = true;
+                if let std::task::Poll::Ready(Some(Ok(_))) = &next {
+                    // this object opens a page of its own
+                    if seen > 0 && seen.is_multiple_of(LIST_PAGE) {
                         meter.count(RequestKind::List, 1);
                     }
-                    _ => {}
+                    seen += 1;
                 }
                 next
             }
@@ -244,5 +243,11 @@ mod tests {
         let listed: Vec<_> = store.list(None).try_collect().await.unwrap();
         assert!(listed.is_empty());
         assert_eq!(meter.cost(Duration::ZERO).requests.list, 1);
+        // a listing read only in part was still sent
+        store.put(&Path::from("a"), vec![1u8].into()).await.unwrap();
+        let mut listing = store.list(None);
+        assert!(futures::StreamExt::next(&mut listing).await.is_some());
+        drop(listing);
+        assert_eq!(meter.cost(Duration::ZERO).requests.list, 2);
     }
 }
