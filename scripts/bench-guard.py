@@ -7,7 +7,10 @@ and *copied* (8 appends of 100,000 rows plus a random hex column: row groups ove
 compaction copies their column chunks). Runs `tablekeeper maintain --operation compact` on a
 fresh copy of each, and Z-order of the decoded one, RUNS times, with the delta crate's debug
 log, and reads from it what the guard spent (`content guard passed`: `tally_ms`, `check_ms`)
-and how long the rewrite took (from `rewriting` to its `... committed` line).
+and how long the rewrite took (from `rewriting` to its `... committed` line); and what
+measuring the job's cost added to it (`job runtime started and stopped`: the runtime each job
+and task runs on, built and stopped so its threads' CPU clocks can be read; README "What
+maintenance costs").
 
 usage: scripts/bench-guard.py TABLEKEEPER_BINARY [RUNS]   (python with deltalake and pyarrow)
 """
@@ -78,7 +81,7 @@ def seconds(line):
 
 
 def run(binary, inventory, operation):
-    env = dict(os.environ, RUST_LOG="tablekeeper_delta=debug,info", NO_COLOR="1")
+    env = dict(os.environ, RUST_LOG="tablekeeper_delta=debug,tablekeeper=debug,info", NO_COLOR="1")
     out = subprocess.run(
         [binary, "--log-format", "text", "maintain", "--inventory", inventory, "--table", "t",
          "--operation", operation],
@@ -89,7 +92,12 @@ def run(binary, inventory, operation):
     ended = max(seconds(l) for l in log if "committed" in l and ("bin" in l or "z-order" in l))
     tally = sum(float(re.search(r"tally_ms=([\d.]+)", l).group(1)) for l in log if "content guard passed" in l)
     check = sum(float(re.search(r"check_ms=([\d.]+)", l).group(1)) for l in log if "content guard passed" in l)
-    return (ended - started) * 1e3, tally, check
+    metering = sum(
+        (float(re.search(r"start_us=(\d+)", l).group(1)) + float(re.search(r"stop_us=(\d+)", l).group(1))) / 1e3
+        for l in log if "job runtime started and stopped" in l
+    )
+    whole = json.loads(out.stdout)["cost"]["wall_seconds"] * 1e3
+    return (ended - started) * 1e3, tally, check, metering, whole
 
 
 def main():
@@ -120,6 +128,7 @@ def main():
             rewrite = [r[0] for r in rows]
             guard = [r[1] + r[2] for r in rows]
             share = [g / r for g, r in zip(guard, rewrite)]
+            metering = [r[3] / r[4] for r in rows]
             results[f"{name} {operation}"] = {
                 "rewrite_ms": [round(x, 1) for x in rewrite],
                 "guard_ms": [round(x, 2) for x in guard],
@@ -127,6 +136,8 @@ def main():
                 "median_guard_ms": round(statistics.median(guard), 2),
                 "median_share": round(statistics.median(share), 4),
                 "share_range": [round(min(share), 4), round(max(share), 4)],
+                "metering_ms": [round(r[3], 2) for r in rows],
+                "median_metering_share": round(statistics.median(metering), 4),
             }
     shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results, indent=2))

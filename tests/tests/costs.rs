@@ -580,7 +580,20 @@ async fn the_requests_counted_on_s3_are_the_requests_the_server_answered() {
          {counted:?}: {}",
         by_operation.join("; ")
     );
-    eprintln!("{explain}");
+    // how often the daemon read each commit file (a replica reads its log more than once:
+    // the probe, the history read, the damage check, the drill and the jobs each read it)
+    let mut reads: BTreeMap<&str, u64> = BTreeMap::new();
+    for line in &logged[logged_before..] {
+        if let Some(file) = line
+            .strip_prefix("GET ")
+            .filter(|l| l.contains("_delta_log/") && l.ends_with(".json"))
+        {
+            *reads.entry(file).or_default() += 1;
+        }
+    }
+    let most = reads.values().max().copied().unwrap_or(0);
+    let least = reads.values().min().copied().unwrap_or(0);
+    eprintln!("{explain}\ncommit files read {least} to {most} times each over the run");
     assert!(counted["put"] > 0 && counted["delete"] > 0, "{explain}");
     for kind in ["get", "put", "list", "head"] {
         assert_eq!(
