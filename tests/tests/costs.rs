@@ -464,6 +464,50 @@ async fn the_api_the_report_and_both_replicas_counters_add_up_alike() {
         }
     }
     assert_same("counters against API", &counted, &api);
+    // the pull-request view prices a schedule change with what the jobs measured
+    let head_dir = dir.path().join("head");
+    let head = InventoryFile::write(
+        &head_dir,
+        &DEFAULTS.replace(
+            "compaction: { schedule: \"0 0 1 1 *\"",
+            "compaction: { schedule: \"0 * * * *\"",
+        ),
+        &[
+            TableEntry {
+                name: "a",
+                path: &paths[0],
+                extra: TABLE_EXTRA,
+            },
+            TableEntry {
+                name: "b",
+                path: &paths[1],
+                extra: TABLE_EXTRA,
+            },
+            TableEntry {
+                name: "c",
+                path: &paths[2],
+                extra: TABLE_EXTRA,
+            },
+        ],
+    )
+    .unwrap();
+    let out = Command::new(bin_path())
+        .args(["plan", "--inventory"])
+        .arg(&head.path)
+        .arg("--base")
+        .arg(&inv.path)
+        .args(["--format", "json"])
+        .env("TABLEKEEPER_DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    let review: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let cost = &review["cost_per_day"]["fault-suite"];
+    let (before, after) = (cost["before"].as_f64(), cost["after"].as_f64());
+    assert!(
+        before.is_some_and(|b| b > 0.0) && after > before,
+        "hourly compactions cost more a day than the measured manual ones: {review:#}"
+    );
     let rows_in_db: i64 = sqlx::query("SELECT count(*) AS n FROM jobs WHERE result ? 'cost'")
         .fetch_one(&pool)
         .await

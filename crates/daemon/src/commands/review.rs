@@ -7,9 +7,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use chrono::Utc;
+use tablekeeper_store::OperationsFilter;
+
 use crate::cli::OutputFormat;
 use crate::config::Prices;
+use crate::costs::OperationRow;
 use crate::review::base::{self, BaseError};
+use crate::review::measured::{Measured, WINDOW_DAYS};
 use crate::review::render;
 
 pub async fn run(
@@ -37,8 +42,9 @@ pub async fn run(
             return ExitCode::from(super::EXIT_UNUSABLE);
         }
     };
+    let measured = measured().await;
     let (review, unreadable) =
-        match crate::review::review(&head, &base_inventory, &Prices::default()).await {
+        match crate::review::review(&head, &base_inventory, &Prices::default(), &measured).await {
             Ok(reviewed) => reviewed,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -74,4 +80,44 @@ pub async fn run(
         return ExitCode::from(super::EXIT_UNREADABLE);
     }
     ExitCode::SUCCESS
+}
+
+/// What the tables' jobs measured to cost, from the job store `TABLEKEEPER_DATABASE_URL`
+/// names (a CI job that can reach it); nothing without one, or when it cannot be read (said
+/// on stderr: the review goes on without costs).
+async fn measured() -> Measured {
+    let Some(url) = std::env::var("TABLEKEEPER_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    else {
+        return Measured::none();
+    };
+    let now = Utc::now();
+    let rows = async {
+        let store =
+            tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default()).await?;
+        let jobs = store
+            .finished_jobs(&OperationsFilter {
+                since: Some(now - chrono::Duration::days(WINDOW_DAYS)),
+                ..OperationsFilter::default()
+            })
+            .await;
+        store.close().await;
+        jobs
+    }
+    .await;
+    match rows {
+        Ok(jobs) => {
+            let rows: Vec<OperationRow> =
+                jobs.iter().map(|j| OperationRow::of(j, |_| None)).collect();
+            Measured::from_rows(&rows, now)
+        }
+        Err(e) => {
+            eprintln!(
+                "note: cannot read the jobs' measured costs from {}: {e}; costs per day are not estimated",
+                crate::config::redact_url(&url)
+            );
+            Measured::none()
+        }
+    }
 }

@@ -14,8 +14,8 @@ use crate::config::Prices;
 use crate::fleet::ProbeFailure;
 use crate::jobs::executor::ExecError;
 use crate::policy::planner::{self, Decision, Need, Probed};
-use crate::review::maintenance::runs_per_day;
 use crate::review::model::{Consequence, Kind, Severity};
+use crate::review::runs::runs_per_day;
 
 /// A table the change adds.
 pub(crate) fn added(

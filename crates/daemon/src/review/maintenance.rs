@@ -1,21 +1,22 @@
 //! What a change of a table's maintenance settings does (`plan --base`): for each operation,
 //! how often it runs per day before and after (from its schedule, enabled or not, paused or
-//! not), and its estimated CPU, requests and cost per day. Until jobs record what they cost
-//! (job `cost`), the estimate says "not measured yet" rather than guess.
+//! not), and its cost per day from what its jobs measured ([`Measured`]); without a job store
+//! to read, or without a measured job of it, the estimate says "not measured yet" rather
+//! than guess.
 
-use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use chrono::{DateTime, Utc};
 use tablekeeper_inventory::{Operation, TableSpec};
 
+use crate::review::measured::Measured;
 use crate::review::model::{Consequence, Kind, Severity};
-
-/// The days over which runs per day are counted (a weekly schedule shows as 1/7).
-const DAYS: i64 = 7;
+use crate::review::runs::runs_per_day;
 
 /// One consequence per operation whose runs per day changed, and the settings that
 /// changed without changing the runs (thresholds, layout) as one line.
 pub(crate) fn consequences(
     before: &TableSpec,
     after: &TableSpec,
+    measured: &Measured,
     now: DateTime<Utc>,
 ) -> Vec<Consequence> {
     let mut out = Vec::new();
@@ -32,7 +33,7 @@ pub(crate) fn consequences(
             Kind::Maintenance,
             Severity::Info,
             format!(
-                "{op}: {} → {}{}{}; estimated CPU, requests and cost per day: not measured yet",
+                "{op}: {} → {}{}{}; {}",
                 per_day(was),
                 per_day(will),
                 if before.schedule(op).map(|s| s.as_str()) != after.schedule(op).map(|s| s.as_str())
@@ -41,33 +42,32 @@ pub(crate) fn consequences(
                 } else {
                     String::new()
                 },
-                paused_note(before, after, op)
+                paused_note(before, after, op),
+                cost(measured, op, before, after, now)
             ),
         ));
     }
     out
 }
 
-/// Scheduled runs per day of `op` on `spec`: none when paused or disabled.
-pub(crate) fn runs_per_day(spec: &TableSpec, op: Operation, now: DateTime<Utc>) -> f64 {
-    if spec.paused || !spec.operation_enabled(op) {
-        return 0.0;
+/// The cost per day of `op` before and after, as measured.
+fn cost(
+    measured: &Measured,
+    op: Operation,
+    before: &TableSpec,
+    after: &TableSpec,
+    now: DateTime<Utc>,
+) -> String {
+    match (
+        measured.per_day(op, Some(before), Some(before), now),
+        measured.per_day(op, Some(before), Some(after), now),
+    ) {
+        (Some(was), Some(will)) => format!(
+            "estimated cost per day ${was:.4} → ${will:.4} (from its jobs' measured costs over the last {} days)",
+            crate::review::measured::WINDOW_DAYS
+        ),
+        _ => "estimated cost per day: not measured yet (no job of it in the job store)".into(),
     }
-    let Some(schedule) = spec.schedule(op) else {
-        return 0.0;
-    };
-    let end = now + ChronoDuration::days(DAYS);
-    let mut at = now.with_timezone(&spec.timezone);
-    let mut runs = 0u32;
-    // a schedule firing every second would count forever: a run a minute is the cap
-    while let Some(next) = schedule.next_after(at) {
-        if next.with_timezone(&Utc) > end || runs > 60 * 24 * DAYS as u32 {
-            break;
-        }
-        runs += 1;
-        at = next;
-    }
-    f64::from(runs) / DAYS as f64
 }
 
 fn per_day(runs: f64) -> String {

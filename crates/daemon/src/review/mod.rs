@@ -12,10 +12,12 @@
 pub(crate) mod base;
 mod lifecycle;
 mod maintenance;
+pub(crate) mod measured;
 pub(crate) mod model;
 mod readers;
 pub(crate) mod render;
 mod retention;
+mod runs;
 mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Prices;
 use crate::fleet::{Fleet, FleetOptions, ProbeFailure};
 use crate::jobs::executor::{self, RunContext};
+use measured::Measured;
 use model::{Change, Consequence, CostChange, Review, TableChange};
 
 /// Tables read at once (their logs only).
@@ -50,10 +53,12 @@ const MAINTENANCE_KEYS: &[&str] = &[
 ];
 
 /// The review of `head` against `base`, and the tables that could not be read (name, why).
+/// `measured`: what the tables' jobs cost, for the cost per day.
 pub(crate) async fn review(
     head: &Inventory,
     base: &Inventory,
     prices: &Prices,
+    measured: &Measured,
 ) -> Result<(Review, Vec<(String, String)>), String> {
     let now = Utc::now();
     let compatibility = readers::Compatibility::shipped()?;
@@ -89,7 +94,17 @@ pub(crate) async fn review(
             }
             (Some(before), Some(after)) => (
                 Change::Changed,
-                changed(before, after, head, probe, &compatibility, prices, now).await,
+                changed(
+                    before,
+                    after,
+                    head,
+                    probe,
+                    &compatibility,
+                    prices,
+                    measured,
+                    now,
+                )
+                .await,
             ),
             (None, None) => continue,
         };
@@ -100,14 +115,27 @@ pub(crate) async fn review(
             settings: settings::diff(before, after),
             consequences,
         });
-        for owner in [before.map(|s| &s.owner), after.map(|s| &s.owner)]
-            .into_iter()
-            .flatten()
-        {
-            review
+        // what the change does to each owner's cost per day, from the measured costs; an
+        // owner with a table never measured has no figure (`None`), never a guess
+        let sides = [
+            (before, measured.table_per_day(before, before, now)),
+            (after, measured.table_per_day(before, after, now)),
+        ];
+        for (i, (side, _)) in sides.iter().enumerate() {
+            let Some(spec) = side else { continue };
+            let entry = review
                 .cost_per_day
-                .entry(owner.clone())
-                .or_insert(CostChange::default());
+                .entry(spec.owner.clone())
+                .or_insert(CostChange {
+                    before: Some(0.0),
+                    after: Some(0.0),
+                });
+            let add = |sum: Option<f64>, part: Option<f64>| Some(sum? + part?);
+            if i == 0 {
+                entry.before = add(entry.before, sides[0].1);
+            } else {
+                entry.after = add(entry.after, sides[1].1);
+            }
         }
     }
     Ok((review, unreadable))
@@ -160,6 +188,7 @@ async fn probe(
 }
 
 /// The consequences of changing `before` into `after`.
+#[allow(clippy::too_many_arguments)] // the change, its context, and what it is priced with
 async fn changed(
     before: &TableSpec,
     after: &TableSpec,
@@ -167,6 +196,7 @@ async fn changed(
     probe: Option<&Result<Probe, ProbeFailure>>,
     compatibility: &readers::Compatibility,
     prices: &Prices,
+    measured: &Measured,
     now: DateTime<Utc>,
 ) -> Vec<Consequence> {
     let probe = probe.and_then(|p| p.as_ref().ok());
@@ -194,7 +224,7 @@ async fn changed(
         ));
     }
     if settings::touches(&changes, MAINTENANCE_KEYS) {
-        out.extend(maintenance::consequences(before, after, now));
+        out.extend(maintenance::consequences(before, after, measured, now));
     }
     if probe.is_none() {
         out.push(Consequence::new(
