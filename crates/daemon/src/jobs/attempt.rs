@@ -13,21 +13,18 @@ use tablekeeper_inventory::{Operation, TableSpec};
 use tablekeeper_store::{
     AttemptOutcome, ClaimedJob, FailOutcome, FailureKind, RetryPolicy, StoreError,
 };
-use tablekeeper_vocab::{Cost, Outcome, TableFigures};
+use tablekeeper_vocab::{Cost, Outcome};
 use tracing::{error, info, warn};
 
 use crate::jobs::executor::{ExecError, Ran, RunContext};
 use crate::jobs::lease_watch::{LeaseLoss, Watched};
 use crate::shared::Shared;
 
-/// What an attempt spent here and the table before it: what its result's `cost` and
-/// `outcome` start from.
+/// What an attempt spent here: what its result's `cost` starts from.
 #[derive(Debug)]
 pub(crate) struct Spent {
     /// This replica's own cost of the attempt (planning and the whole run; priced).
     pub own: Cost,
-    /// The table's figures from the last probe before the attempt.
-    pub before: Option<TableFigures>,
 }
 
 /// Writes how the attempt ended to the job table, fenced by the lease, and says what the
@@ -107,7 +104,11 @@ async fn succeeded(
     elapsed: Duration,
     spent: Spent,
 ) -> AttemptOutcome {
-    let Ran { report, tasks } = ran;
+    let Ran {
+        report,
+        tasks,
+        before,
+    } = ran;
     if report.conflicts > 0 {
         rt.metrics.count_conflicts(&spec.name, op, report.conflicts);
     }
@@ -129,7 +130,7 @@ async fn succeeded(
         }
     };
     let outcome = Outcome {
-        before: spent.before.unwrap_or_default(),
+        before: before.unwrap_or_default(),
         after: after.unwrap_or_default(),
     };
     result["outcome"] = serde_json::to_value(outcome).unwrap_or_default();

@@ -78,12 +78,14 @@ impl ExecError {
     }
 }
 
-/// What a job's run produced: the operation's report, and what the tasks it ran as cost
-/// (nothing for a job run whole: its own cost is its meter's).
+/// What a job's run produced: the operation's report, what the tasks it ran as cost
+/// (nothing for a job run whole: its own cost is its meter's), and the table's figures
+/// before it ran (for its outcome).
 #[derive(Debug)]
 pub(crate) struct Ran {
     pub report: OpReport,
     pub tasks: tablekeeper_vocab::Cost,
+    pub before: Option<tablekeeper_vocab::TableFigures>,
 }
 
 /// Extra inputs that come from the job history rather than the inventory.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tablekeeper_delta::cost::Meter;
 use tablekeeper_store::{ClaimedJob, FailureKind, LeaseClock};
-use tablekeeper_vocab::Cost;
+use tablekeeper_vocab::{Cost, TableFigures};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn, Instrument};
 
@@ -115,19 +115,28 @@ async fn run_claimed(
         };
         let cancel = CancellationToken::new();
         let meter = Meter::new();
-        let before = rt.fleet.figures(&spec.name);
         let work = async {
-            if op.rewrites() && Box::pin(split::as_tasks(rt, &claimed, &spec, &ctx, &cancel, &meter)).await? {
-                return Box::pin(split::coordinate(rt, worker_id, &claimed, &spec, &ctx, stops, &meter)).await;
-            }
-            // on a runtime of its own, so its computing never delays the lease renewals and
-            // its threads count what it costs
-            let operation = delta_runtime::run_metered(Arc::clone(&meter), {
-                let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
-                async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
-            });
-            let report = operation.await.map_err(ExecError::from).and_then(|report| report)?;
-            Ok(Ran { report, tasks: Cost::default() })
+            let before = figures_before(rt, &spec).await;
+            let split = op.rewrites()
+                && Box::pin(split::as_tasks(rt, &claimed, &spec, &ctx, &cancel, &meter)).await?;
+            let ran = if split {
+                Box::pin(split::coordinate(rt, worker_id, &claimed, &spec, &ctx, stops, &meter))
+                    .await?
+            } else {
+                // on a runtime of its own, so its computing never delays the lease renewals
+                // and its threads count what it costs
+                let operation = delta_runtime::run_metered(Arc::clone(&meter), {
+                    let (spec, cancel, ctx) = (spec.clone(), cancel.clone(), ctx.clone());
+                    async move { executor::run(&spec, op, ctx, cancel).await }.in_current_span()
+                });
+                let report = operation.await.map_err(ExecError::from).and_then(|r| r)?;
+                Ran {
+                    report,
+                    tasks: Cost::default(),
+                    before: None,
+                }
+            };
+            Ok(Ran { before, ..ran })
         };
         let end = lease_watch::watch(
             &rt.store,
@@ -146,7 +155,7 @@ async fn run_claimed(
         // what this replica spent on the attempt (its tasks count where they ran)
         let own = rt.config.prices.priced(meter.cost(elapsed));
         rt.metrics.count_cost(&spec.owner, op.as_str(), &own);
-        let spent = Spent { own, before };
+        let spent = Spent { own };
         let outcome =
             Box::pin(attempt::record(rt, &claimed, &spec, op, &ctx, end, elapsed, spent)).await;
         rt.metrics.count_attempt(&spec.name, op, outcome);
@@ -155,4 +164,19 @@ async fn run_claimed(
     }
     .instrument(span)
     .await;
+}
+
+/// The table's figures before a job, for its outcome: from its last probe, or, on a replica
+/// that has not probed it yet (another replica does), from a probe now.
+async fn figures_before(
+    rt: &Shared,
+    spec: &tablekeeper_inventory::TableSpec,
+) -> Option<TableFigures> {
+    match rt.fleet.figures(&spec.name) {
+        Some(figures) => Some(figures),
+        None => Box::pin(rt.fleet.probe(spec))
+            .await
+            .ok()
+            .map(|probe| crate::fleet::probe_figures(&probe)),
+    }
 }

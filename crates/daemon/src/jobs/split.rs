@@ -273,6 +273,7 @@ pub(crate) async fn coordinate(
     Ok(Ran {
         report: report(spec, op, &tasks, started.elapsed()),
         tasks: tasks_cost(&tasks),
+        before: None,
     })
 }
 

@@ -4,7 +4,8 @@
 //! where the chargeback report and the fleet page read every replica's.
 //!
 //! A period the store cannot take is kept and added to the next one, so nothing counted is
-//! lost while Postgres is away.
+//! lost while Postgres is away; at most [`ROWS_PER_FLUSH`] tables are written per flush (the
+//! rest wait, added up). The last flush, at shutdown, writes them all.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -19,6 +20,11 @@ use crate::shared::Shared;
 /// How often probe costs are counted and stored.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(60);
 
+/// Tables' rows written per flush at most (one statement each): a fleet of thousands spreads
+/// its rows over several flushes, the rest waiting (added up) in [`Pending`], so a flush never
+/// holds the refresher for long.
+const ROWS_PER_FLUSH: usize = 500;
+
 /// What was measured and not stored yet, per table.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
@@ -27,7 +33,7 @@ pub(crate) struct Pending {
 }
 
 /// Counts and stores the probe costs measured since the last flush, if [`FLUSH_EVERY`]
-/// passed (or `now` is the replica's last flush).
+/// passed, or everything at once when `last_time` (the replica is stopping).
 pub(crate) async fn flush(rt: &Shared, pending: &mut Pending, last_time: bool) {
     if !last_time && pending.last.is_some_and(|t| t.elapsed() < FLUSH_EVERY) {
         return;
@@ -52,7 +58,12 @@ pub(crate) async fn flush(rt: &Shared, pending: &mut Pending, last_time: bool) {
     };
     let replica = rt.config.replica_id.as_str();
     let mut stored = Vec::new();
-    for (table, spent) in &pending.costs {
+    let rows = if last_time {
+        usize::MAX
+    } else {
+        ROWS_PER_FLUSH
+    };
+    for (table, spent) in pending.costs.iter().take(rows) {
         match rt
             .store
             .record_probe_costs(replica, day, table, &spent.owner, &spent.cost)
