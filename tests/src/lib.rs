@@ -15,6 +15,7 @@ mod gcs_bridge;
 pub mod jobs;
 pub mod prometheus;
 pub mod proxy;
+pub mod reports;
 pub mod setup;
 pub mod writer;
 

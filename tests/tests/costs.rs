@@ -8,6 +8,9 @@
 //! - **Consistency**: two replicas share the jobs (a split compaction's tasks run on both);
 //!   the sums of `GET /api/v1/operations`, of `tablekeeper report costs --by operation` and of
 //!   both replicas' cost counters agree for the same runs.
+//! - **Requests on S3**: what tablekeeper counted for a compaction, a VACUUM and the probes
+//!   around them against what the S3 server logged answering them; and a replica meeting a
+//!   65-commit table reads each commit file once, a checkpoint job included.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +23,7 @@ use sqlx::Row;
 use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::jobs::wait_until;
+use tablekeeper_tests::reports::{report_costs, report_costs_json};
 use tablekeeper_tests::setup::{daemon_env, serial, trigger, InventoryFile, TableEntry};
 use tablekeeper_tests::{bin_path, stop_all, Daemon};
 
@@ -363,27 +367,7 @@ async fn the_api_the_report_and_both_replicas_counters_add_up_alike() {
     );
 
     // the chargeback report, from the job store
-    let out = Command::new(bin_path())
-        .args([
-            "report",
-            "costs",
-            "--database-url",
-            &db.url,
-            "--since",
-            "1d",
-            "--by",
-            "operation",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_costs_json(&db.url, &["--since", "1d", "--by", "operation"]);
     let mut reported = Sums::new();
     for row in report["rows"].as_array().unwrap() {
         let key = row["key"].as_str().unwrap();
@@ -393,24 +377,8 @@ async fn the_api_the_report_and_both_replicas_counters_add_up_alike() {
     }
     assert_same("report against API", &reported, &api);
     for format in ["csv", "markdown", "text"] {
-        let out = Command::new(bin_path())
-            .args([
-                "report",
-                "costs",
-                "--database-url",
-                &db.url,
-                "--by",
-                "owner",
-                "--format",
-                format,
-            ])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("fault-suite"),
-            "{format}: {text}"
-        );
+        let text = report_costs(&db.url, &["--by", "owner", "--format", format]);
+        assert!(text.contains("fault-suite"), "{format}: {text}");
     }
 
     // both replicas' counters, each counting the work it ran itself
@@ -509,30 +477,61 @@ fn kind_of(line: &str) -> &'static str {
     }
 }
 
+/// Table `t` (owner `s3-team`) on the shared S3 server, under a prefix of its own, with an
+/// inventory of it in `dir` (`tables.yaml`) and a job store of its own.
+struct S3Table {
+    server: &'static tablekeeper_delta::fixtures::peers::S3Server,
+    db: TestDatabase,
+    dir: tempfile::TempDir,
+    /// The table's prefix in the bucket: the server's log lines for it contain it.
+    root: String,
+    pool: sqlx::PgPool,
+}
+
+impl S3Table {
+    async fn write(prefix: &str, shape: &SmallFiles, defaults: &str) -> S3Table {
+        let server =
+            tablekeeper_delta::fixtures::peers::S3Server::shared().expect("moto S3 server");
+        let db = TestDatabase::create().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = format!("{prefix}-{}", uuid::Uuid::new_v4());
+        let uri = format!("s3://tablekeeper/{root}/t");
+        write_small_files(&uri, shape).await.unwrap();
+        let yaml = format!(
+            "defaults:\n{defaults}tables:\n  - name: t\n    path: \"{uri}\"\n    owner: s3-team\n{TABLE_EXTRA}"
+        );
+        std::fs::write(dir.path().join("tables.yaml"), yaml).unwrap();
+        let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+        S3Table {
+            server,
+            db,
+            dir,
+            root,
+            pool,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_requests_counted_on_s3_are_the_requests_the_server_answered() {
     let _serial = serial().await;
-    let server = tablekeeper_delta::fixtures::peers::S3Server::shared().expect("moto S3 server");
-    let db = TestDatabase::create().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let root = format!("costs-{}", uuid::Uuid::new_v4());
-    let uri = format!("s3://tablekeeper/{root}/t");
-    write_small_files(
-        &uri,
+    let S3Table {
+        server,
+        db,
+        dir,
+        root,
+        pool,
+    } = S3Table::write(
+        "costs",
         &SmallFiles {
             partitions: 2,
             files_per_partition: 10,
             rows_per_file: 2_000,
             payload_bytes: 24,
         },
+        DEFAULTS,
     )
-    .await
-    .unwrap();
-    let yaml = format!(
-        "defaults:\n{DEFAULTS}tables:\n  - name: t\n    path: \"{uri}\"\n    owner: s3-team\n{TABLE_EXTRA}"
-    );
-    std::fs::write(dir.path().join("tables.yaml"), yaml).unwrap();
-    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    .await;
     let mut env = daemon_env(
         &db.url,
         &dir.path().join("tables.yaml"),
@@ -569,25 +568,7 @@ async fn the_requests_counted_on_s3_are_the_requests_the_server_answered() {
     }
     let bulk_deletes = (server.requests("?delete").unwrap().len() - bulk_before) as u64;
     *answered.entry("delete").or_default() += bulk_deletes;
-    let out = Command::new(bin_path())
-        .args([
-            "report",
-            "costs",
-            "--database-url",
-            &db.url,
-            "--by",
-            "operation",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_costs_json(&db.url, &["--by", "operation"]);
     let mut counted: BTreeMap<&str, u64> = BTreeMap::new();
     let mut by_operation = Vec::new();
     for row in report["rows"].as_array().unwrap() {
@@ -631,4 +612,188 @@ async fn the_requests_counted_on_s3_are_the_requests_the_server_answered() {
         "{explain}"
     );
     assert_eq!(answered.get("other"), None, "{explain}");
+}
+
+/// A replica meeting a table reads each of its commit files once: the first probe, the
+/// history read beside it, the damage check, the restore drill and a checkpoint job all open
+/// the table, and all but the first read are answered from the process's shared reads
+/// (`crates/delta/src/log/shared_reads.rs`). Counted by the S3 server, which logs every
+/// request it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_meeting_a_table_reads_each_commit_file_once() {
+    let _serial = serial().await;
+    let defaults = DEFAULTS.replace(
+        "checkpoint: { enabled: false }",
+        "checkpoint: { schedule: \"0 0 1 1 *\", max_commits_since_checkpoint: 10 }",
+    );
+    // 65 commits (versions 0 to 64) and no checkpoint: every snapshot load reads them all
+    let S3Table {
+        server,
+        db,
+        dir,
+        root,
+        pool,
+    } = S3Table::write(
+        "reads",
+        &SmallFiles {
+            partitions: 0,
+            files_per_partition: 65,
+            rows_per_file: 100,
+            payload_bytes: 16,
+        },
+        &defaults,
+    )
+    .await;
+    let env = daemon_env(
+        &db.url,
+        &dir.path().join("tables.yaml"),
+        Duration::from_secs(10),
+        1,
+    );
+    let logged_before = server.requests(&root).unwrap().len();
+    let mut daemon = Daemon::start("r1", dir.path(), &env).unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let checkpoint = trigger(&daemon.base_url, "t", "checkpoint").await.unwrap();
+    wait_succeeded(&pool, &[checkpoint], &[&daemon]).await;
+    // what the checkpoint bought: no commit left to replay after it
+    let outcome = result_of(&pool, checkpoint).await["outcome"].clone();
+    assert_eq!(
+        outcome["before"]["commits_since_checkpoint"], 65,
+        "{outcome:#}"
+    );
+    assert_eq!(
+        outcome["after"]["commits_since_checkpoint"], 0,
+        "{outcome:#}"
+    );
+    // a few more probe rounds after the job
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    daemon.signal("TERM").unwrap();
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(60)).unwrap(),
+        Some(0),
+        "{}",
+        daemon.log()
+    );
+
+    let logged = server.requests(&root).unwrap();
+    let mut reads: BTreeMap<String, u64> = BTreeMap::new();
+    let mut other_log_reads: BTreeMap<String, u64> = BTreeMap::new();
+    for line in &logged[logged_before..] {
+        let Some(file) = line
+            .strip_prefix("GET ")
+            .and_then(|path| path.split_once("/_delta_log/"))
+            // a listing names the log in its query
+            .filter(|(dir, file)| !dir.contains('?') && !file.contains('?'))
+            .map(|(_, file)| file)
+        else {
+            continue;
+        };
+        let counts = if file.len() == 25 && file.ends_with(".json") {
+            &mut reads
+        } else {
+            &mut other_log_reads
+        };
+        *counts.entry(file.to_owned()).or_default() += 1;
+    }
+    eprintln!("commit files read: {reads:?}\nother log files read: {other_log_reads:?}");
+    let expected: Vec<String> = (0..65).map(|v| format!("{v:020}.json")).collect();
+    assert_eq!(
+        reads.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "every commit file is read"
+    );
+    let reread: Vec<_> = reads.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        reread.is_empty(),
+        "commit files read more than once: {reread:?}"
+    );
+}
+
+/// A job that fails keeps what its attempt cost and whom it is charged to: the operations
+/// view shows it under its owner, and the owner's chargeback report counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_keeps_what_it_cost_and_whom_it_is_charged_to() {
+    let _serial = serial().await;
+    let db = TestDatabase::create().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a");
+    table(&path, 1).await;
+    let inv = inventory(dir.path(), &[("a", path.as_path())]);
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let env = daemon_env(&db.url, &inv.path, Duration::from_secs(10), 1);
+    let daemon = Daemon::start("r1", dir.path(), &env).unwrap();
+    daemon.wait_ready(Duration::from_secs(60)).await.unwrap();
+    // a data file the log still names disappears: the compaction reads the log, then fails
+    let partition = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("day="))
+        .unwrap();
+    let lost = std::fs::read_dir(partition)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    std::fs::remove_file(&lost).unwrap();
+    let job = trigger(&daemon.base_url, "a", "compact").await.unwrap();
+    wait_until(
+        Duration::from_secs(120),
+        "the compaction to fail",
+        || async {
+            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert_ne!(state, "succeeded", "{}", daemon.log());
+            state == "failed"
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    let result = result_of(&pool, job).await;
+    assert_eq!(result["owner"], "fault-suite", "{result:#}");
+    assert!(
+        result["cost"]["cpu_seconds"].as_f64().unwrap() > 0.0,
+        "{result:#}"
+    );
+    assert!(
+        result["cost"]["wall_seconds"].as_f64().unwrap() > 0.0,
+        "{result:#}"
+    );
+    assert!(
+        result["cost"]["requests"]["list"].as_u64().unwrap() > 0,
+        "the attempt listed the log: {result:#}"
+    );
+
+    let url = format!(
+        "{}/api/v1/operations?owner=fault-suite&operation=compact",
+        daemon.base_url
+    );
+    let rows: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    let row = rows["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["job_id"] == job)
+        .unwrap_or_else(|| panic!("the failed job is not under its owner: {rows:#}"));
+    assert_eq!(row["state"], "failed");
+    assert_eq!(row["cost"], result["cost"]);
+
+    let report = |owner: &str| report_costs_json(&db.url, &["--by", "operation", "--owner", owner]);
+    let theirs = report("fault-suite");
+    let compact = theirs["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["key"] == "compact")
+        .unwrap_or_else(|| panic!("{theirs:#}"));
+    assert_eq!(compact["jobs"], 1, "{theirs:#}");
+    assert_eq!(
+        compact["cost"]["requests"], result["cost"]["requests"],
+        "{theirs:#}"
+    );
+    let nobody = report("nobody");
+    assert_eq!(nobody["rows"].as_array().unwrap().len(), 0, "{nobody:#}");
+    stop_all(&mut [daemon], Duration::from_secs(60)).unwrap();
 }

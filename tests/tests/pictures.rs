@@ -3,7 +3,8 @@
 //! page's SVG then carries, in its `data-*` attributes, the figures the probes recorded
 //! (files rising with each batch and falling at each compaction, the last equal to the API's)
 //! and a mark for each compaction; the staleness picture has a bar per operation; the fleet
-//! page's health picture counts the table in its hour. A screenshot of the page is taken
+//! page's health picture counts the table in its hour; the costs page's picture draws the
+//! owner's cost today as the chargeback report sums it. A screenshot of the page is taken
 //! (the README's is one of these: `TABLEKEEPER_SCREENSHOT=FILE` keeps it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,6 +15,7 @@ use std::time::Duration;
 use tablekeeper_delta::fixtures::{write_small_files, SmallFiles};
 use tablekeeper_store::testing::TestDatabase;
 use tablekeeper_tests::browser::{browse, screenshot};
+use tablekeeper_tests::reports::report_costs_json;
 use tablekeeper_tests::setup::{daemon_env, InventoryFile, TableEntry};
 use tablekeeper_tests::Daemon;
 
@@ -34,6 +36,13 @@ fn data(dom: &str, class: &str, name: &str) -> Vec<String> {
             Some(tag[start..start + tag[start..].find('"')?].to_owned())
         })
         .collect()
+}
+
+/// The estimated dollars `tablekeeper report costs --owner fault-suite` sums since `since`.
+fn owner_usd_since(database_url: &str, since: chrono::DateTime<chrono::Utc>) -> f64 {
+    let since = since.to_rfc3339();
+    let report = report_costs_json(database_url, &["--owner", "fault-suite", "--since", &since]);
+    report["total"]["cost"]["estimated_usd"].as_f64().unwrap()
 }
 
 async fn succeeded_compactions(daemon: &Daemon) -> usize {
@@ -161,6 +170,33 @@ async fn the_table_page_draws_the_figures_of_real_compactions() {
         .sum();
     assert_eq!(tables, 1, "one table, one health, in the last hour");
     assert!(front.contains("<table id=\"fleet-health-figures\">"));
+
+    // the costs page: today's figure for the table's owner is what the chargeback report
+    // sums for today (read before and after the page, as probes' costs may land between)
+    let today = chrono::Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let before = owner_usd_since(&db.url, today);
+    let costs = browse(&format!("{}/costs", daemon.base_url));
+    let after = owner_usd_since(&db.url, today);
+    let drawn: Vec<(String, String, f64)> = data(&costs, "day", "data-day")
+        .into_iter()
+        .zip(data(&costs, "day", "data-owner"))
+        .zip(data(&costs, "day", "data-usd"))
+        .map(|((day, owner), usd)| (day, owner, usd.parse().unwrap()))
+        .collect();
+    let (_, _, usd) = drawn
+        .iter()
+        .find(|(day, owner, _)| *day == today.date_naive().to_string() && owner == "fault-suite")
+        .unwrap_or_else(|| panic!("no figure for today's owner: {drawn:?}"));
+    assert!(
+        *usd > 0.0 && *usd >= before - 1e-6 && *usd <= after + 1e-6,
+        "drawn {usd}, the report {before} then {after}"
+    );
+    assert_eq!(drawn.len(), 30, "thirty days of the one owner: {drawn:?}");
+    assert!(costs.contains("<table id=\"cost-by-owner-figures\">"));
 
     let shot = dir.path().join("table-page.png");
     screenshot(&url, &shot);

@@ -133,6 +133,10 @@ pub enum ReportCommand {
         /// The period: a duration back from now (`30d`, `36h`) or an RFC 3339 time.
         #[arg(long, default_value = "30d")]
         since: String,
+        /// Only this owner's jobs, probes and retained bytes (as the jobs' results recorded
+        /// the owner, and the inventory names the tables' owners).
+        #[arg(long)]
+        owner: Option<String>,
         #[arg(long, value_enum, default_value_t = crate::costs::report::By::Owner)]
         by: crate::costs::report::By,
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]

@@ -98,6 +98,7 @@ pub fn main() -> ExitCode {
                         config,
                         database_url,
                         since,
+                        owner,
                         by,
                         format,
                     },
@@ -106,6 +107,7 @@ pub fn main() -> ExitCode {
                     config: config.as_deref(),
                     database_url,
                     since: &since,
+                    owner: owner.as_deref(),
                     by,
                     format,
                 })

@@ -3,8 +3,10 @@
 //! Owns uri validation, the one-time registration of deltalake's cloud storage handlers, and
 //! building every table on a [`LogKeepingStore`], so that no commit made through a table opened
 //! here can delete a log file ([`crate::log::guard`]). Only [`unguarded_log_store`] hands out the
-//! plain store, for the checkpoint operation's proven log cleanup. Under both, while a meter is
-//! current, a [`MeteredStore`] counts every request ([`crate::cost`]).
+//! plain store, for the checkpoint operation's proven log cleanup. Under both, [`SharedReads`]
+//! answers repeated reads of a commit file from memory ([`crate::log::shared_reads`]), and
+//! under that, while a meter is current, a [`MeteredStore`] counts every request that goes out
+//! ([`crate::cost`]).
 //! Credentials come only from the environment (or the platform identity) through deltalake's
 //! object-store configuration; this module must never take credentials as parameters or log them.
 
@@ -18,6 +20,7 @@ use url::Url;
 use crate::cost::{self, store::MeteredStore};
 use crate::error::DeltaError;
 use crate::log::guard::LogKeepingStore;
+use crate::log::shared_reads::SharedReads;
 
 static REGISTER_HANDLERS: Once = Once::new();
 
@@ -128,11 +131,12 @@ pub(crate) async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
             });
         }
     }
-    let root = metered(
+    let root = layered(
         builder(uri, url.clone())?
             .build_storage()
             .map_err(|err| map_open_error(uri, err))?
             .root_object_store(None),
+        &url,
     );
     let guarded: Arc<dyn ObjectStore> = Arc::new(LogKeepingStore::new(root));
     let table = builder(uri, url.clone())?
@@ -156,25 +160,24 @@ pub(crate) async fn build_table(uri: &str) -> Result<DeltaTable, DeltaError> {
 pub(crate) fn unguarded_log_store(uri: &str) -> Result<LogStoreRef, DeltaError> {
     register_handlers();
     let url = table_url(uri)?;
-    let plain = builder(uri, url.clone())?
+    let root = builder(uri, url.clone())?
         .build_storage()
-        .map_err(|err| map_open_error(uri, err))?;
-    if cost::scope::current().is_none() {
-        return Ok(plain);
-    }
+        .map_err(|err| map_open_error(uri, err))?
+        .root_object_store(None);
     builder(uri, url.clone())?
-        .with_storage_backend(metered(plain.root_object_store(None)), url)
+        .with_storage_backend(layered(root, &url), url)
         .build_storage()
         .map_err(|err| map_open_error(uri, err))
 }
 
-/// `root` counting its requests into the current meter, when work runs under one
-/// ([`crate::cost`]).
-fn metered(root: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-    match cost::scope::current() {
+/// `root` under the layers every table's store has: the process's shared reads of log files,
+/// over the current meter's count of requests when work runs under one ([`crate::cost`]).
+fn layered(root: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
+    let counted: Arc<dyn ObjectStore> = match cost::scope::current() {
         Some(meter) => Arc::new(MeteredStore::new(root, meter)),
         None => root,
-    }
+    };
+    Arc::new(SharedReads::new(counted, url))
 }
 
 fn map_open_error(uri: &str, err: DeltaTableError) -> DeltaError {

@@ -24,11 +24,13 @@ pub struct OperationsFilter {
     pub limit: Option<u32>,
 }
 
-/// One table's probe costs summed over a period.
+/// One table's probe costs on one day (UTC), summed over the replicas.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeCostRow {
     pub table: String,
     pub owner: String,
+    /// Midnight UTC of the day.
+    pub day: DateTime<Utc>,
     /// Measured, unpriced (`estimated_usd` 0; `wall_seconds` not kept).
     pub cost: Cost,
 }
@@ -86,7 +88,8 @@ impl JobStore {
         .await
     }
 
-    /// Each table's probe costs from the day of `since` on, summed over replicas.
+    /// Each table's probe costs a day at a time from the day of `since` on, summed over
+    /// replicas.
     pub async fn probe_costs(&self, since: DateTime<Utc>) -> Result<Vec<ProbeCostRow>, StoreError> {
         let day = since
             .date_naive()
@@ -104,6 +107,7 @@ impl JobStore {
                     Ok(ProbeCostRow {
                         table: r.text("table_name")?,
                         owner: r.text("owner")?,
+                        day: r.time("day")?,
                         cost: Cost {
                             cpu_seconds: r.int("cpu_micros")? as f64 / 1e6,
                             requests: Requests {

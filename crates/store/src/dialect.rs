@@ -66,6 +66,9 @@ pub(crate) struct Statements {
     pub heartbeat: &'static str,
     /// 1 id, 2 token, 3 result (JSON). Column `id`; no row when the lease is lost.
     pub complete: &'static str,
+    /// Keeps what an unfinished attempt spent in the job's result. 1 id, 2 token, 3 result
+    /// (JSON). Column `id`; no row when the lease is lost.
+    pub keep_spent: &'static str,
     /// Did this token's attempt already succeed? 1 job id, 2 token. Column `id`.
     pub completed_by_token: &'static str,
     /// Closes the open attempt. 1 job id, 2 outcome, 3 error or NULL.
@@ -170,9 +173,9 @@ pub(crate) struct Statements {
     /// 1 table, 2 owner, 3 replica, 4 day, 5 CPU microseconds, 6–10 get, put, list, head and
     /// delete requests, 11 bytes read, 12 bytes written. Adds to the day's row.
     pub record_probe_costs: &'static str,
-    /// 1 since (a day). Columns `table_name`, `owner`, `cpu_micros`, `get_requests`,
+    /// 1 since (a day). Columns `table_name`, `owner`, `day`, `cpu_micros`, `get_requests`,
     /// `put_requests`, `list_requests`, `head_requests`, `delete_requests`, `bytes_read`,
-    /// `bytes_written`, summed over replicas and days per table and owner.
+    /// `bytes_written`, summed over replicas per table, owner and day.
     pub probe_costs: &'static str,
     /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
     pub insert_task: &'static str,

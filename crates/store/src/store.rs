@@ -65,6 +65,7 @@ tablekeeper_vocab::closed_set! {
         Claim => "claim",
         Heartbeat => "heartbeat",
         Complete => "complete",
+        KeepSpent => "keep_spent",
         Fail => "fail",
         Release => "release",
         Defer => "defer",
@@ -446,6 +447,22 @@ impl JobStore {
                 .fetch(sql.completed_by_token, args)
                 .await?
                 .is_empty())
+        })
+        .await
+    }
+
+    /// Writes `result` (what the attempts so far spent, and whom it is charged to) to a job
+    /// whose attempt ends without success, fenced by the lease, before the attempt is failed,
+    /// released or deferred: the next attempt adds to it, and a job that ends failed or
+    /// cancelled keeps it. `false`: the lease does not hold and nothing changed.
+    pub async fn keep_spent(
+        &self,
+        held: &Lease,
+        result: serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        self.measured(StoreOp::KeepSpent, async {
+            let args = args!(held.job.0, held.token, Arg::Json(Some(result)));
+            Ok(first(self.dialect.fetch(self.sql().keep_spent, args).await?).is_some())
         })
         .await
     }

@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use crate::cli::ReportFormat;
 use crate::config::{redact_url, DaemonConfig, Prices};
-use crate::costs::report::{self, By};
+use crate::costs::report::{By, Ledger};
 
 /// What `report costs` was asked for.
 #[derive(Debug)]
@@ -18,6 +18,8 @@ pub struct CostsRequest<'a> {
     pub config: Option<&'a Path>,
     pub database_url: Option<String>,
     pub since: &'a str,
+    /// Only this owner's jobs, probes and retained bytes.
+    pub owner: Option<&'a str>,
     pub by: By,
     pub format: ReportFormat,
 }
@@ -74,15 +76,20 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-    let report = report::costs(&store, since, request.by, &prices, owner_now).await;
+    let ledger = Ledger::read(&store, since, owner_now).await;
     store.close().await;
-    let report = match report {
-        Ok(report) => report,
+    let ledger = match ledger {
+        Ok(ledger) => ledger,
         Err(e) => {
             eprintln!("error: cannot read the costs from the job store: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let ledger = match request.owner {
+        Some(owner) => ledger.of_owner(owner, owner_now),
+        None => ledger,
+    };
+    let report = ledger.report(since, request.by, &prices, owner_now);
     let out = match request.format {
         ReportFormat::Text => report.text(),
         ReportFormat::Csv => report.csv(),

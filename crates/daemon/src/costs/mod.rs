@@ -18,15 +18,17 @@ pub struct OperationRow {
     pub job_id: JobId,
     pub table: String,
     /// The owner the job's cost is charged to: as its result recorded it, else the table's
-    /// owner in the current inventory (a job that failed records none), else null.
+    /// owner in the current inventory (a job whose attempts all lost their lease records
+    /// none), else null.
     pub owner: Option<String>,
     pub operation: Operation,
     pub trigger: Trigger,
     pub state: JobState,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
-    /// What the job cost; null for a job that recorded none (it failed, or ran before costs
-    /// were measured).
+    /// What the job cost, every attempt's that ended on the replica that ran it (failed,
+    /// released and deferred attempts included); null for a job that recorded none (its
+    /// attempts all lost their lease, or it ran before costs were measured).
     pub cost: Option<Cost>,
     /// The table before and after; null as for `cost`.
     pub outcome: Option<Outcome>,

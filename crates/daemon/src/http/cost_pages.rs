@@ -1,7 +1,8 @@
 //! The dashboard's cost views: a table's last jobs with what each cost and what it did
 //! (on the table page), and `GET /costs`, the fleet's costs by owner and by operation over the
-//! last 1, 7 and 30 days, with the monthly price of the bytes each owner's history keeps. The
-//! sums are the chargeback report's ([`crate::costs::report`]).
+//! last 1, 7 and 30 days, with the monthly price of the bytes each owner's history keeps, and
+//! each owner's cost day by day as a picture. The sums are the chargeback report's
+//! ([`crate::costs::report`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tablekeeper_vocab::TableFigures;
 
 use super::error::ApiError;
 use super::format::opt_stamp;
-use crate::costs::report::{self, By, CostReport};
+use crate::costs::report::{By, CostReport, Ledger};
 use crate::costs::OperationRow;
 use crate::shared::Shared;
 
@@ -23,7 +24,8 @@ use crate::shared::Shared;
 const TABLE_COST_ROWS: u32 = 20;
 
 /// The periods the fleet page sums over, in days.
-const PERIODS: [i64; 3] = [1, 7, 30];
+const PERIODS: [i64; 3] = [1, 7, LONGEST];
+const LONGEST: i64 = 30;
 
 /// A table's last finished jobs with cost and effect, for its page.
 pub(super) async fn table_costs(rt: &Shared, table: &str) -> Markup {
@@ -105,22 +107,18 @@ fn bytes(n: u64) -> String {
 pub async fn fleet_costs(State(rt): State<Arc<Shared>>) -> Result<Html<String>, ApiError> {
     let now = Utc::now();
     let owner_now = |t: &str| rt.fleet.spec(t).map(|s| s.owner);
+    // read once, for the longest period
+    let ledger = Ledger::read(&rt.store, now - Duration::days(LONGEST), owner_now).await?;
+    let daily =
+        ledger.daily_usd_by_owner(now - Duration::days(LONGEST - 1), now, &rt.config.prices);
     let mut by_owner = Vec::new();
     let mut by_operation = Vec::new();
     for days in PERIODS {
         let since = now - Duration::days(days);
-        by_owner
-            .push(report::costs(&rt.store, since, By::Owner, &rt.config.prices, owner_now).await?);
-        by_operation.push(
-            report::costs(
-                &rt.store,
-                since,
-                By::Operation,
-                &rt.config.prices,
-                owner_now,
-            )
-            .await?,
-        );
+        let period = ledger.narrowed(since);
+        let prices = &rt.config.prices;
+        by_owner.push(period.report(since, By::Owner, prices, owner_now));
+        by_operation.push(period.report(since, By::Operation, prices, owner_now));
     }
     let body = html! {
         header {
@@ -131,6 +129,8 @@ pub async fn fleet_costs(State(rt): State<Arc<Shared>>) -> Result<Html<String>, 
                  configured prices; `tablekeeper report costs` prints the same sums."
             }
         }
+        h2 { "By owner, day by day (last " (LONGEST) " days)" }
+        (super::pictures::cost_by_owner(&daily))
         (period_table("By owner", "owner", &by_owner, true))
         (period_table("By operation", "operation", &by_operation, false))
     };

@@ -6,6 +6,9 @@
 //! followed by a plain table of the same figures (for screen readers), and every drawn mark
 //! carries its figures as `data-*` attributes, so a browser test reads back what was drawn.
 //!
+//! The fleet pages' pictures, alike: tables of each health hour by hour (the front page), and
+//! each owner's estimated cost day by day (`/costs`).
+//!
 //! Pure: it draws what it is given and reads nothing itself.
 
 use chrono::{DateTime, Utc};
@@ -14,6 +17,7 @@ use tablekeeper_inventory::Operation;
 use tablekeeper_store::{HealthCounts, Job, JobState, TableFigures};
 
 use super::format::{human_secs, stamp};
+use crate::costs::report::DailyUsd;
 use crate::fleet::{Health, OperationView};
 use crate::policy::erasure::ErasureView;
 
@@ -348,6 +352,90 @@ pub(super) fn fleet_health(hours: &[(DateTime<Utc>, HealthCounts)]) -> Markup {
     }
 }
 
+/// Owners drawn a strip each on the cost picture; the rest share one.
+const OWNER_STRIPS: usize = 8;
+
+/// The costs page's picture: one strip per owner (most expensive first; past
+/// [`OWNER_STRIPS`] the rest share one), its estimated dollars day by day on one scale for
+/// all; then the table of the same figures.
+pub(super) fn cost_by_owner(days: &DailyUsd) -> Markup {
+    let (Some((first, _)), Some((last, _))) = (days.first(), days.last()) else {
+        return html! { p.muted { "No cost recorded yet." } };
+    };
+    let mut totals: Vec<(&str, f64)> = Vec::new();
+    for (_, owners) in days {
+        for (owner, usd) in owners {
+            match totals.iter_mut().find(|(o, _)| o == owner) {
+                Some((_, total)) => *total += usd,
+                None => totals.push((owner, *usd)),
+            }
+        }
+    }
+    totals.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let drawn: Vec<&str> = totals.iter().take(OWNER_STRIPS).map(|(o, _)| *o).collect();
+    let others = totals.len() > OWNER_STRIPS;
+    let strip_names: Vec<String> = drawn
+        .iter()
+        .map(|o| (*o).to_owned())
+        .chain(others.then(|| "(other owners)".to_owned()))
+        .collect();
+    let usd_of = |owners: &std::collections::BTreeMap<String, f64>, strip: usize| -> f64 {
+        if strip < drawn.len() {
+            owners.get(drawn[strip]).copied().unwrap_or(0.0)
+        } else {
+            owners
+                .iter()
+                .filter(|(o, _)| !drawn.contains(&o.as_str()))
+                .map(|(_, u)| u)
+                .sum()
+        }
+    };
+    let max = days
+        .iter()
+        .flat_map(|(_, owners)| (0..strip_names.len()).map(move |s| (owners, s)))
+        .map(|(owners, s)| usd_of(owners, s))
+        .fold(0.0_f64, f64::max);
+    let max = if max > 0.0 { max } else { 1.0 };
+    let strip = 34.0;
+    let height = TOP + strip * strip_names.len().max(1) as f64 + BOTTOM;
+    let ordinal = |d: &chrono::NaiveDate| f64::from(chrono::Datelike::num_days_from_ce(d));
+    let (d0, d1) = (ordinal(first), ordinal(last));
+    let left = LEFT + 70.0;
+    let x = |d: &chrono::NaiveDate| scale(ordinal(d), d0, d1, left, WIDTH - RIGHT);
+    html! {
+        figure #cost-by-owner {
+            svg role="img" aria-labelledby="cost-by-owner-title" viewBox=(format!("0 0 {WIDTH} {height}"))
+                width="100%" style="max-width:720px" font-family="system-ui,sans-serif" {
+                title #cost-by-owner-title { "Estimated maintenance cost per owner, day by day (USD)" }
+                text x=(left) y=(TOP - 14.0) font-size="11" { "one scale for all: the highest day is " (format!("${max:.4}")) }
+                @for (i, name) in strip_names.iter().enumerate() {
+                    @let bottom = TOP + strip * (i as f64 + 1.0) - 6.0;
+                    @let y = |usd: f64| scale(usd, 0.0, max, bottom, bottom - strip + 10.0);
+                    g.owner data-owner=(name) {
+                        text x=(left - 4.0) y=(bottom) font-size="12" text-anchor="end" { (name) }
+                        line x1=(left) y1=(bottom) x2=(WIDTH - RIGHT) y2=(bottom) stroke="#bbb" {}
+                        polyline fill="none" stroke="#222" stroke-width="1.5"
+                            points=(days.iter().map(|(d, o)| format!("{:.1},{:.1}", x(d), y(usd_of(o, i)))).collect::<Vec<_>>().join(" ")) {}
+                        @for (day, owners) in days {
+                            circle.day cx=(format!("{:.1}", x(day))) cy=(format!("{:.1}", y(usd_of(owners, i)))) r="2"
+                                data-day=(day.to_string()) data-owner=(name) data-usd=(format!("{:.6}", usd_of(owners, i))) {}
+                        }
+                    }
+                }
+                text x=(left) y=(height - 4.0) font-size="11" { (first.to_string()) }
+                text x=(WIDTH - RIGHT) y=(height - 4.0) font-size="11" text-anchor="end" { (last.to_string()) }
+            }
+        }
+        table #cost-by-owner-figures {
+            caption { "Estimated maintenance cost per owner, day by day (USD)" }
+            thead { tr { th { "day" } @for name in &strip_names { th { (name) } } } }
+            tbody { @for (day, owners) in days {
+                tr { td { (day.to_string()) } @for i in 0..strip_names.len() { td { (format!("{:.6}", usd_of(owners, i))) } } }
+            } }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +445,37 @@ mod tests {
         assert_eq!(scale(5.0, 0.0, 10.0, 0.0, 100.0), 50.0);
         assert_eq!(scale(0.0, 0.0, 10.0, 100.0, 0.0), 100.0);
         assert_eq!(scale(3.0, 3.0, 3.0, 0.0, 100.0), 50.0);
+    }
+
+    #[test]
+    fn each_owner_has_a_strip_and_every_day_its_figure() {
+        let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 12, d).unwrap_or_default();
+        let owners = |a: f64, b: f64| {
+            std::collections::BTreeMap::from([("data-eng".to_owned(), a), ("<ml>".to_owned(), b)])
+        };
+        let days: DailyUsd = vec![(day(1), owners(0.5, 0.0)), (day(2), owners(0.25, 2.0))];
+        let out = cost_by_owner(&days).into_string();
+        assert!(
+            out.contains(r#"data-day="2026-12-02" data-owner="&lt;ml&gt;" data-usd="2.000000""#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"data-day="2026-12-01" data-owner="data-eng" data-usd="0.500000""#),
+            "{out}"
+        );
+        // the most expensive owner's strip comes first
+        assert!(
+            out.find("data-owner=\"&lt;ml&gt;\"") < out.find("data-owner=\"data-eng\""),
+            "{out}"
+        );
+        assert!(out.contains("<td>0.250000</td>"), "{out}");
+        for element in ["line", "polyline", "circle", "text", "g"] {
+            assert_eq!(
+                out.matches(&format!("<{element} ")).count(),
+                out.matches(&format!("</{element}>")).count(),
+                "every <{element}> is closed: {out}"
+            );
+        }
     }
 
     #[test]

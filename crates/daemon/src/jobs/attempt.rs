@@ -27,6 +27,36 @@ pub(crate) struct Spent {
     pub own: Cost,
 }
 
+impl Spent {
+    /// What the job has cost once this attempt is added: the earlier attempts' cost its
+    /// result kept ([`keep_spent`]), this attempt's own, its tasks' (`tasks`), and its wall
+    /// time.
+    fn so_far(&self, claimed: &ClaimedJob, tasks: &Cost, elapsed: Duration) -> Cost {
+        let earlier: Cost = claimed
+            .job
+            .result
+            .as_ref()
+            .and_then(|result| result.get("cost"))
+            .and_then(|cost| serde_json::from_value(cost.clone()).ok())
+            .unwrap_or_default();
+        let mut attempt = self.own.plus(tasks);
+        attempt.wall_seconds = elapsed.as_secs_f64();
+        earlier.plus(&attempt)
+    }
+}
+
+/// Keeps what the job has spent so far, and whom it is charged to, in its result before an
+/// attempt ends without success: the job's cost counts every attempt, and a job that ends
+/// failed or cancelled shows what it cost.
+async fn keep_spent(rt: &Shared, claimed: &ClaimedJob, spec: &TableSpec, cost: &Cost) {
+    let result = serde_json::json!({ "cost": cost, "owner": spec.owner });
+    match rt.store.keep_spent(&claimed.lease, result).await {
+        Ok(true) => {}
+        Ok(false) => lease_gone("keep_spent"),
+        Err(e) => store_failed("keep_spent", &e),
+    }
+}
+
 /// Writes how the attempt ended to the job table, fenced by the lease, and says what the
 /// attempt counts as.
 #[allow(clippy::too_many_arguments)] // the attempt's facts, each from a different place
@@ -40,6 +70,19 @@ pub(crate) async fn record(
     elapsed: Duration,
     spent: Spent,
 ) -> AttemptOutcome {
+    let unsuccessful = match &end {
+        Watched::Finished(Ok(_)) | Watched::LeaseLost(_) => false,
+        Watched::Finished(Err(_)) | Watched::TimedOut(_) | Watched::Shutdown => true,
+    };
+    if unsuccessful {
+        keep_spent(
+            rt,
+            claimed,
+            spec,
+            &spent.so_far(claimed, &Cost::default(), elapsed),
+        )
+        .await;
+    }
     match end {
         Watched::Finished(Ok(ran)) => {
             succeeded(rt, claimed, spec, op, ctx, ran, elapsed, spent).await
@@ -68,7 +111,8 @@ pub(crate) async fn record(
             AttemptOutcome::Failed
         }
         // Nothing is written: the lease is not ours any more. The reaper records `lost_lease`
-        // in job_attempts when it requeues the job.
+        // in job_attempts when it requeues the job; what the attempt cost stays in this
+        // replica's counters only.
         Watched::LeaseLost(
             LeaseLoss::ClaimedTooLate | LeaseLoss::NotConfirmed | LeaseLoss::Gone,
         ) => AttemptOutcome::LostLease,
@@ -117,11 +161,12 @@ async fn succeeded(
         // read back by the next VACUUM (see `vacuum_mode`)
         result["mode"] = serde_json::json!(ctx.vacuum_mode);
     }
-    let mut cost = spent.own.plus(&tasks);
-    cost.wall_seconds = elapsed.as_secs_f64();
+    let cost = spent.so_far(claimed, &tasks, elapsed);
     result["cost"] = serde_json::to_value(cost).unwrap_or_default();
     // the table after the job, from a probe of it now (the probe's own requests count as
-    // the table's probes, not the job's)
+    // the table's probes, not the job's); a checkpoint changes the log without a new
+    // version, so what the probe keeps while the version stands is read again
+    rt.fleet.expire_cached_reads(spec).await;
     let after = match Box::pin(rt.fleet.probe(spec)).await {
         Ok(probe) => Some(crate::fleet::probe_figures(&probe)),
         Err(failure) => {

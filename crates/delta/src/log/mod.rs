@@ -1,5 +1,6 @@
 //! The transaction log, read and kept: reading it directly ([`read`]: listings, commits,
-//! partition keys, `_last_checkpoint`), the deletion vectors its actions name
+//! partition keys, `_last_checkpoint`), one read of each commit file per process
+//! ([`shared_reads`]), the deletion vectors its actions name
 //! ([`deletion_vector`]), which versions load and what cleanup may delete ([`integrity`]), the
 //! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
 //! does delete log files, after writing a checkpoint ([`checkpoint`]), every commit tablekeeper
@@ -19,3 +20,4 @@ pub(crate) mod integrity;
 pub(crate) mod path;
 pub(crate) mod read;
 pub(crate) mod references;
+pub(crate) mod shared_reads;

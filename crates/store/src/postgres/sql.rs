@@ -71,6 +71,9 @@ pub(super) const STATEMENTS: Statements = Statements {
         error = NULL, lease_token = NULL, lease_expires_at = NULL \
         WHERE id = $1 AND lease_token = $2 AND state = 'running' \
         RETURNING id",
+    keep_spent: "\
+        UPDATE jobs SET result = $3 WHERE id = $1 AND lease_token = $2 AND state = 'running' \
+        RETURNING id",
     completed_by_token: "\
         SELECT id FROM job_attempts WHERE job_id = $1 AND lease_token = $2 AND outcome = 'succeeded'",
     close_attempt: "\
@@ -235,12 +238,13 @@ pub(super) const STATEMENTS: Statements = Statements {
           bytes_read = probe_costs.bytes_read + EXCLUDED.bytes_read, \
           bytes_written = probe_costs.bytes_written + EXCLUDED.bytes_written",
     probe_costs: "\
-        SELECT table_name, owner, sum(cpu_micros)::bigint AS cpu_micros, \
+        SELECT table_name, owner, day, sum(cpu_micros)::bigint AS cpu_micros, \
           sum(get_requests)::bigint AS get_requests, sum(put_requests)::bigint AS put_requests, \
           sum(list_requests)::bigint AS list_requests, sum(head_requests)::bigint AS head_requests, \
           sum(delete_requests)::bigint AS delete_requests, sum(bytes_read)::bigint AS bytes_read, \
           sum(bytes_written)::bigint AS bytes_written \
-        FROM probe_costs WHERE day >= $1 GROUP BY table_name, owner ORDER BY table_name, owner",
+        FROM probe_costs WHERE day >= $1 GROUP BY table_name, owner, day \
+        ORDER BY table_name, owner, day",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0)::INTEGER AS next FROM job_tasks WHERE job_id = $1",

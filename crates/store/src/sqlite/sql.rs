@@ -76,6 +76,9 @@ pub(super) const STATEMENTS: Statements = Statements {
         result = ?3, error = NULL, lease_token = NULL, lease_expires_at = NULL \
         WHERE id = ?1 AND lease_token = ?2 AND state = 'running' \
         RETURNING id",
+    keep_spent: "\
+        UPDATE jobs SET result = ?3 WHERE id = ?1 AND lease_token = ?2 AND state = 'running' \
+        RETURNING id",
     completed_by_token: "\
         SELECT id FROM job_attempts WHERE job_id = ?1 AND lease_token = ?2 AND outcome = 'succeeded'",
     close_attempt: "\
@@ -246,13 +249,13 @@ pub(super) const STATEMENTS: Statements = Statements {
           bytes_read = probe_costs.bytes_read + excluded.bytes_read, \
           bytes_written = probe_costs.bytes_written + excluded.bytes_written",
     probe_costs: "\
-        SELECT table_name, owner, sum(cpu_micros) AS cpu_micros, \
+        SELECT table_name, owner, day, sum(cpu_micros) AS cpu_micros, \
           sum(get_requests) AS get_requests, sum(put_requests) AS put_requests, \
           sum(list_requests) AS list_requests, sum(head_requests) AS head_requests, \
           sum(delete_requests) AS delete_requests, sum(bytes_read) AS bytes_read, \
           sum(bytes_written) AS bytes_written \
         FROM probe_costs WHERE julianday(day) >= julianday(?1) \
-        GROUP BY table_name, owner ORDER BY table_name, owner",
+        GROUP BY table_name, owner, day ORDER BY table_name, owner, day",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0) AS next FROM job_tasks WHERE job_id = ?1",
