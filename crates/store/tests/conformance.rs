@@ -70,6 +70,8 @@ conformance!(
     tasks_run_only_while_their_job_runs,
     reaper_requeues_expired_tasks_and_cancels_those_of_ended_jobs,
     task_counts_and_progress_cover_running_jobs,
+    what_an_attempt_spent_is_fenced_and_carried_to_the_next,
+    probe_costs_add_up_per_table_and_day,
 );
 
 mod suite {
@@ -390,6 +392,94 @@ mod suite {
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].outcome, Some(AttemptOutcome::Succeeded));
         assert!(attempts[0].finished_at.is_some());
+    }
+
+    pub async fn what_an_attempt_spent_is_fenced_and_carried_to_the_next(store: &JobStore) {
+        let mut first = job("a", "compact");
+        first.max_attempts = 2;
+        store.enqueue(first).await.unwrap();
+        let claimed = claim(store, "w").await.unwrap();
+        let id = claimed.job.id;
+        let spent = json!({"cost": {"cpu_seconds": 1.5}, "owner": "data-eng"});
+        assert!(!store
+            .keep_spent(&Lease::new(id, Uuid::new_v4()), spent.clone())
+            .await
+            .unwrap());
+        assert_eq!(store.get_job(id).await.unwrap().unwrap().result, None);
+        assert!(store
+            .keep_spent(&claimed.lease, spent.clone())
+            .await
+            .unwrap());
+        let outcome = store
+            .fail(&claimed.lease, FailureKind::Failed, "boom", &immediate())
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, FailOutcome::Retrying { .. }),
+            "{outcome:?}"
+        );
+        // the next attempt finds what the first spent
+        let again = claim(store, "w").await.unwrap();
+        assert_eq!(again.job.id, id);
+        assert_eq!(again.job.result, Some(spent));
+        let more = json!({"cost": {"cpu_seconds": 4.0}, "owner": "data-eng"});
+        assert!(store.keep_spent(&again.lease, more.clone()).await.unwrap());
+        let outcome = store
+            .fail(&again.lease, FailureKind::Failed, "boom", &immediate())
+            .await
+            .unwrap();
+        assert_eq!(outcome, FailOutcome::Failed);
+        // a failed job keeps it, and the lease that ended cannot change it
+        let failed = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(failed.state, JobState::Failed);
+        assert_eq!(failed.result, Some(more));
+        assert!(!store.keep_spent(&again.lease, json!({})).await.unwrap());
+    }
+
+    pub async fn probe_costs_add_up_per_table_and_day(store: &JobStore) {
+        let day = |d: u32| {
+            chrono::NaiveDate::from_ymd_opt(2026, 12, d)
+                .unwrap()
+                .and_hms_opt(0, 0, 0)
+                .unwrap()
+                .and_utc()
+        };
+        let cost = |cpu: f64, gets: u64| tablekeeper_vocab::Cost {
+            cpu_seconds: cpu,
+            requests: tablekeeper_vocab::Requests {
+                get: gets,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        for (replica, d, gets) in [("r1", 1, 2), ("r2", 1, 3), ("r1", 2, 5), ("r1", 2, 1)] {
+            store
+                .record_probe_costs(replica, day(d), "t", "data-eng", &cost(0.25, gets))
+                .await
+                .unwrap();
+        }
+        let rows = store.probe_costs(day(1)).await.unwrap();
+        let by_day: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.table.as_str(),
+                    r.day,
+                    r.cost.requests.get,
+                    r.cost.cpu_seconds,
+                )
+            })
+            .collect();
+        assert_eq!(
+            by_day,
+            vec![("t", day(1), 5, 0.5), ("t", day(2), 6, 0.5)],
+            "summed over replicas, a row per day"
+        );
+        let later = store
+            .probe_costs(day(2) + chrono::Duration::hours(5))
+            .await
+            .unwrap();
+        assert_eq!(later.len(), 1, "from the day of `since` on: {later:?}");
     }
 
     pub async fn fail_retries_with_backoff_then_stays_failed(store: &JobStore) {
