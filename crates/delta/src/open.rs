@@ -170,13 +170,17 @@ pub(crate) fn unguarded_log_store(uri: &str) -> Result<LogStoreRef, DeltaError> 
         .map_err(|err| map_open_error(uri, err))
 }
 
-/// `root` under the layers every table's store has: the process's shared reads of log files,
-/// over the current meter's count of requests when work runs under one ([`crate::cost`]).
+/// `root` under the layers every table's store has: the process's shared reads of log files
+/// (unless turned off), over the current meter's count of requests when work runs under one
+/// ([`crate::cost`]).
 fn layered(root: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
     let counted: Arc<dyn ObjectStore> = match cost::scope::current() {
         Some(meter) => Arc::new(MeteredStore::new(root, meter)),
         None => root,
     };
+    if !crate::log::shared_reads::enabled() {
+        return counted;
+    }
     Arc::new(SharedReads::new(counted, url))
 }
 

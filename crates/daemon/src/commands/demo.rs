@@ -99,6 +99,7 @@ async fn demo(dir: &Path, listen: &str, duration: Option<Duration>) -> anyhow::R
         loaded_snapshots: tablekeeper_delta::DEFAULT_LOADED_SNAPSHOTS,
         store_timeout: tablekeeper_store::DEFAULT_CALL_TIMEOUT,
         rewrite_memory_budget: tablekeeper_delta::DEFAULT_REWRITE_MEMORY_BUDGET,
+        log_read_cache: tablekeeper_delta::DEFAULT_LOG_READ_CACHE,
         storage_options: Default::default(),
         role: crate::config::Role::All,
         prices: crate::config::Prices::default(),

@@ -102,6 +102,10 @@ pub struct DaemonConfig {
     /// Bytes the replica's rewrites (compaction bins, Z-orders, purges) may hold in memory at
     /// once.
     pub rewrite_memory_budget: u64,
+    /// Bytes of immutable log files (commits, checksums) the process keeps after reading
+    /// them, so that the several readers of one table's log read each file once; 0 turns it
+    /// off.
+    pub log_read_cache: u64,
     /// Object-store settings for every table (`timeout`, `connect_timeout`,
     /// `max_retries`, `retry_timeout`, ...): never credentials, which come from the
     /// environment or the platform identity.
@@ -212,6 +216,7 @@ impl DaemonConfig {
                 " (a busy database may take that long)",
             )?,
             rewrite_memory_budget: rewrite_memory_budget(&sources, raw.rewrite_memory_budget)?,
+            log_read_cache: log_read_cache(&sources, raw.log_read_cache)?,
             storage_options: storage::options(&env, raw.storage_options, sources.file_origin())?,
             role: sources.parsed("role", raw.role, Role::All, |v| {
                 format!(
@@ -270,6 +275,18 @@ fn rewrite_memory_budget(sources: &Sources<'_>, value: Option<String>) -> Result
         ))),
         Err(message) => Err(value_error(message)),
     }
+}
+
+/// `log_read_cache`: a size, 0 included (no log file kept).
+fn log_read_cache(sources: &Sources<'_>, value: Option<String>) -> Result<u64, ConfigError> {
+    let Some((text, origin)) = sources.text("log_read_cache", value) else {
+        return Ok(tablekeeper_delta::DEFAULT_LOG_READ_CACHE);
+    };
+    tablekeeper_inventory::parse_size(&text).map_err(|message| ConfigError::Value {
+        key: "log_read_cache",
+        origin,
+        message,
+    })
 }
 
 impl std::str::FromStr for Role {
@@ -384,6 +401,29 @@ mod tests {
             e.contains("store_timeout") && e.contains("too short"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_example_config_loads() {
+        let example =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/tablekeeper.example.yaml");
+        let c = DaemonConfig::load_with_env(Some(&example), |_| None).unwrap();
+        assert_eq!(c.log_read_cache, 8 << 20);
+        assert_eq!(c.rewrite_memory_budget, 512 << 20);
+    }
+
+    #[test]
+    fn log_read_cache_is_a_size_and_zero_turns_it_off() {
+        let c = load("", &[]).unwrap();
+        assert_eq!(c.log_read_cache, tablekeeper_delta::DEFAULT_LOG_READ_CACHE);
+        assert_eq!(
+            load("log_read_cache: 2MiB\n", &[]).unwrap().log_read_cache,
+            2 << 20
+        );
+        let c = load("", &[("TABLEKEEPER_LOG_READ_CACHE", "0")]).unwrap();
+        assert_eq!(c.log_read_cache, 0);
+        let e = load("log_read_cache: lots\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("log_read_cache"), "{e}");
     }
 
     #[test]

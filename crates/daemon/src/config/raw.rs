@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     pub(super) loaded_snapshots: Option<usize>,
     pub(super) store_timeout: Option<String>,
     pub(super) rewrite_memory_budget: Option<String>,
+    pub(super) log_read_cache: Option<String>,
     pub(super) storage_options: Option<BTreeMap<String, String>>,
     pub(super) role: Option<String>,
     pub(super) prices: Option<super::prices::RawPrices>,

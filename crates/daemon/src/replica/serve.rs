@@ -37,6 +37,12 @@ pub(crate) enum ServeError {
 /// Runs a replica until SIGTERM/SIGINT or `stop` fires, then drains it.
 pub(crate) async fn serve(config: DaemonConfig, stop: CancellationToken) -> Result<(), ServeError> {
     crate::config::apply_storage_options(&config.storage_options);
+    if !tablekeeper_delta::set_log_read_cache(config.log_read_cache) {
+        warn!(
+            bytes = config.log_read_cache,
+            "the log read cache was sized earlier in this process; this size is ignored"
+        );
+    }
     if !tablekeeper_delta::set_rewrite_memory_budget(config.rewrite_memory_budget) {
         warn!(
             bytes = config.rewrite_memory_budget,

@@ -10,8 +10,9 @@
 //!
 //! What is kept, and for how long:
 //! - whole reads only (no range, no condition, no version); anything else passes through;
-//! - at most [`CAPACITY`] bytes in all, least recently used dropped first, and a file is
-//!   dropped [`IDLE`] after its last read, so an idle daemon holds nothing;
+//! - at most the process's [`set_log_read_cache`] bytes in all ([`DEFAULT_LOG_READ_CACHE`]
+//!   unless set; 0 turns the layer off), least recently used dropped first, and a file is
+//!   dropped [`IDLE`] after its last read;
 //! - a file larger than [`LARGEST`] is read through and not kept.
 //!
 //! What would make a kept file wrong, and how it is caught: a table deleted and recreated at
@@ -24,7 +25,7 @@
 //! request, and costs nothing.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,8 +41,8 @@ use futures::StreamExt;
 use moka::future::Cache;
 use moka::policy::EvictionPolicy;
 
-/// Bytes of log files kept in memory by the whole process.
-pub(crate) const CAPACITY: u64 = 8 * 1024 * 1024;
+/// Bytes of log files kept in memory by the whole process, unless set otherwise.
+pub const DEFAULT_LOG_READ_CACHE: u64 = 8 * 1024 * 1024;
 /// A kept file unread for this long is dropped.
 pub(crate) const IDLE: Duration = Duration::from_secs(5 * 60);
 /// Files larger than this are read through and not kept.
@@ -81,11 +82,26 @@ impl Kept {
     }
 }
 
+/// The process's capacity, fixed by the first [`set_log_read_cache`] or the first table opened.
+static CAPACITY: OnceLock<u64> = OnceLock::new();
+
+/// Sets the bytes of log files the process keeps (0: none, every read goes to storage). The
+/// first call, or the first table opened (which takes [`DEFAULT_LOG_READ_CACHE`]), fixes it;
+/// returns `false` when it was fixed already at another figure.
+pub fn set_log_read_cache(bytes: u64) -> bool {
+    *CAPACITY.get_or_init(|| bytes) == bytes
+}
+
+/// Whether tables are opened with the layer: the capacity is not 0.
+pub(crate) fn enabled() -> bool {
+    *CAPACITY.get_or_init(|| DEFAULT_LOG_READ_CACHE) > 0
+}
+
 /// Keyed by the store's scheme and authority, then the path inside it.
 static KEPT: LazyLock<Cache<String, Arc<Kept>>> = LazyLock::new(|| {
     Cache::builder()
         .name("tablekeeper-log-reads")
-        .max_capacity(CAPACITY)
+        .max_capacity(*CAPACITY.get_or_init(|| DEFAULT_LOG_READ_CACHE))
         .weigher(|key: &String, kept: &Arc<Kept>| {
             u32::try_from(key.len() + kept.bytes.len() + 256).unwrap_or(u32::MAX)
         })
