@@ -408,7 +408,7 @@ mod tests {
         let example =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/tablekeeper.example.yaml");
         let c = DaemonConfig::load_with_env(Some(&example), |_| None).unwrap();
-        assert_eq!(c.log_read_cache, 8 << 20);
+        assert_eq!(c.log_read_cache, 1 << 20);
         assert_eq!(c.rewrite_memory_budget, 512 << 20);
     }
 

@@ -42,7 +42,7 @@ use moka::future::Cache;
 use moka::policy::EvictionPolicy;
 
 /// Bytes of log files kept in memory by the whole process, unless set otherwise.
-pub const DEFAULT_LOG_READ_CACHE: u64 = 8 * 1024 * 1024;
+pub const DEFAULT_LOG_READ_CACHE: u64 = 1024 * 1024;
 /// A kept file unread for this long is dropped.
 pub(crate) const IDLE: Duration = Duration::from_secs(5 * 60);
 /// Files larger than this are read through and not kept.
