@@ -188,7 +188,7 @@ pub(crate) async fn commits_after(
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum LogFile {
+pub(crate) enum LogFile {
     Commit(u64),
     /// A checkpoint file; `part` is (part, parts) for a classic multi-part checkpoint.
     Checkpoint {
@@ -202,7 +202,7 @@ enum LogFile {
 /// `.checkpoint.parquet`, `.checkpoint.<part>.<parts>.parquet` and v2's
 /// `.checkpoint.<uuid>.parquet|json`. Log compaction files (`<v>.<v>.compacted.json`) and
 /// anything else are not versioned files of their own.
-fn classify_log_file(name: &str) -> Option<LogFile> {
+pub(crate) fn classify_log_file(name: &str) -> Option<LogFile> {
     let (digits, rest) = name.split_at_checked(20)?;
     if !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -41,6 +41,8 @@ use futures::StreamExt;
 use moka::future::Cache;
 use moka::policy::EvictionPolicy;
 
+use super::read::{classify_log_file, LogFile};
+
 /// Bytes of log files kept in memory by the whole process, unless set otherwise.
 pub const DEFAULT_LOG_READ_CACHE: u64 = 1024 * 1024;
 /// A kept file unread for this long is dropped.
@@ -131,7 +133,7 @@ impl SharedReads {
     }
 
     fn key(&self, location: &Path) -> String {
-        format!("{}/{}", self.scope, location)
+        key(&self.scope, location)
     }
 
     async fn forget(&self, location: &Path) {
@@ -172,11 +174,16 @@ impl SharedReads {
     }
 }
 
+/// The cache key of `location` in the store of `scope`.
+fn key(scope: &str, location: &Path) -> String {
+    format!("{scope}/{location}")
+}
+
 async fn check_listed(scope: &str, listed: &ObjectMeta) {
     if !is_immutable_log_file(&listed.location) {
         return;
     }
-    let key = format!("{scope}/{}", listed.location);
+    let key = key(scope, &listed.location);
     if let Some(kept) = KEPT.get(&key).await {
         if !kept.agrees_with(listed) {
             tracing::debug!(file = %key, "log file changed since it was read; reading it again");
@@ -185,20 +192,18 @@ async fn check_listed(scope: &str, listed: &ObjectMeta) {
     }
 }
 
-/// `<20 digits>.json` or `<20 digits>.crc` directly under a `_delta_log` directory.
+/// A commit (`<version>.json`) or checksum (`<version>.crc`) file directly under a
+/// `_delta_log` directory, as the log's reader names them ([`classify_log_file`]).
 fn is_immutable_log_file(location: &Path) -> bool {
     let mut parts = location.parts().rev();
     let (Some(name), Some(parent)) = (parts.next(), parts.next()) else {
         return false;
     };
-    if parent.as_ref() != "_delta_log" {
-        return false;
-    }
-    let name = name.as_ref();
-    let Some((digits, suffix)) = name.split_at_checked(20) else {
-        return false;
-    };
-    digits.bytes().all(|b| b.is_ascii_digit()) && matches!(suffix, ".json" | ".crc")
+    parent.as_ref() == "_delta_log"
+        && matches!(
+            classify_log_file(name.as_ref()),
+            Some(LogFile::Commit(_) | LogFile::Checksum(_))
+        )
 }
 
 /// A plain read of the whole object, the only kind answered from memory.
@@ -282,7 +287,7 @@ impl ObjectStore for SharedReads {
                     .as_ref()
                     .ok()
                     .filter(|location| is_immutable_log_file(location))
-                    .map(|location| format!("{scope}/{location}"));
+                    .map(|location| key(&scope, location));
                 async move {
                     if let Some(key) = key {
                         KEPT.invalidate(&key).await;
@@ -353,29 +358,34 @@ mod tests {
 
     const COMMIT: &str = "t/_delta_log/00000000000000000003.json";
 
+    /// Writes `bytes` as [`COMMIT`], past the layer.
+    async fn put(memory: &InMemory, bytes: &'static [u8]) {
+        memory
+            .put(&Path::from(COMMIT), Bytes::from_static(bytes).into())
+            .await
+            .unwrap();
+    }
+
+    /// Reads [`COMMIT`] whole through the layer.
+    async fn read(store: &SharedReads) -> Bytes {
+        store
+            .get(&Path::from(COMMIT))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn a_commit_file_is_read_once_however_many_read_it() {
         let memory = Arc::new(InMemory::new());
-        memory
-            .put(
-                &Path::from(COMMIT),
-                Bytes::from_static(b"{\"add\":{}}").into(),
-            )
-            .await
-            .unwrap();
+        put(&memory, b"{\"add\":{}}").await;
         let (store, meter) = layered(&memory);
         let store = Arc::new(store);
         let readers = (0..8).map(|_| {
             let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                store
-                    .get(&Path::from(COMMIT))
-                    .await
-                    .unwrap()
-                    .bytes()
-                    .await
-                    .unwrap()
-            })
+            tokio::spawn(async move { read(&store).await })
         });
         for read in futures::future::join_all(readers).await {
             assert_eq!(read.unwrap().as_ref(), b"{\"add\":{}}");
@@ -425,29 +435,17 @@ mod tests {
     #[tokio::test]
     async fn a_listing_that_contradicts_a_kept_file_drops_it() {
         let memory = Arc::new(InMemory::new());
-        memory
-            .put(&Path::from(COMMIT), Bytes::from_static(b"first").into())
-            .await
-            .unwrap();
+        put(&memory, b"first").await;
         let (store, meter) = layered(&memory);
         store.get(&Path::from(COMMIT)).await.unwrap();
         // the table is recreated at the same path, past this store
-        memory
-            .put(&Path::from(COMMIT), Bytes::from_static(b"second!").into())
-            .await
-            .unwrap();
+        put(&memory, b"second!").await;
         let _: Vec<_> = store
             .list(Some(&Path::from("t/_delta_log")))
             .try_collect()
             .await
             .unwrap();
-        let read = store
-            .get(&Path::from(COMMIT))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let read = read(&store).await;
         assert_eq!(read.as_ref(), b"second!");
         assert_eq!(gets(&meter), 2);
     }
@@ -455,10 +453,7 @@ mod tests {
     #[tokio::test]
     async fn a_deleted_commit_is_not_answered_from_memory() {
         let memory = Arc::new(InMemory::new());
-        memory
-            .put(&Path::from(COMMIT), Bytes::from_static(b"gone").into())
-            .await
-            .unwrap();
+        put(&memory, b"gone").await;
         let (store, _) = layered(&memory);
         store.get(&Path::from(COMMIT)).await.unwrap();
         store.delete(&Path::from(COMMIT)).await.unwrap();
@@ -478,17 +473,8 @@ mod tests {
             matches!(err, deltalake::ObjectStoreError::NotFound { .. }),
             "{err}"
         );
-        memory
-            .put(&Path::from(COMMIT), Bytes::from_static(b"late").into())
-            .await
-            .unwrap();
-        let read = store
-            .get(&Path::from(COMMIT))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        put(&memory, b"late").await;
+        let read = read(&store).await;
         assert_eq!(read.as_ref(), b"late");
         assert_eq!(gets(&meter), 2);
     }
