@@ -84,14 +84,6 @@ pub(crate) async fn run_one(
     let op = job.operation;
     let span = tracing::info_span!("task", job_id = job.id.0, task = claimed.lease.task, table = %job.table_name, operation = %op, attempt = claimed.task.attempt);
     async {
-        if stops.claiming.is_cancelled() {
-            let reason = "replica draining: claimed as the drain began, given back unstarted";
-            info!(worker = %worker_id, "{reason}");
-            if let Err(e) = rt.store.release_task(&claimed.lease, reason).await {
-                warn!(error = %e, "cannot give the task back; the reaper will");
-            }
-            return;
-        }
         let Some(spec) = rt.fleet.spec(&job.table_name) else {
             let reason = format!(
                 "table `{}` is not in this replica's inventory; left for a replica that has it",
@@ -108,7 +100,17 @@ pub(crate) async fn run_one(
             end(rt, &claimed, TaskEnd::Failed("the task's input in job_tasks is not a task tablekeeper wrote".into())).await;
             return;
         };
-        info!(worker = %worker_id, partition = %stored.unit.partition, files = stored.unit.files.len(), bytes = stored.unit.bytes, "task started");
+        let started = stops.start(|| {
+            info!(worker = %worker_id, partition = %stored.unit.partition, files = stored.unit.files.len(), bytes = stored.unit.bytes, "task started");
+        });
+        if !started {
+            let reason = "replica draining: claimed as the drain began, given back unstarted";
+            info!(worker = %worker_id, "{reason}");
+            if let Err(e) = rt.store.release_task(&claimed.lease, reason).await {
+                warn!(error = %e, "cannot give the task back; the reaper will");
+            }
+            return;
+        }
         let started = Instant::now();
         let ctx = RunContext {
             forced: job.trigger == Trigger::Manual,

@@ -49,10 +49,11 @@ pub(crate) async fn drain(shared: &Shared, running: Running, reason: Stop) {
         stops,
     } = running;
     let grace = shared.config.shutdown_grace;
-    // claiming stops before the line is logged: nothing logged after it started after it
-    stops.claiming.cancel();
     shared.stop_accepting_mutations();
-    info!(signal = reason.as_str(), grace = ?grace, "shutting down: no new jobs, draining running ones");
+    // claiming stops before the line is logged, and no start is logged after it
+    stops.begin_drain(|| {
+        info!(signal = reason.as_str(), grace = ?grace, "shutting down: no new jobs, draining running ones");
+    });
     if let Some(scheduler) = scheduler {
         scheduler.shutdown().await;
     }
