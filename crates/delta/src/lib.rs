@@ -66,6 +66,7 @@ pub use error::{classify_delta_error, DeltaError, ErrorClass};
 pub use features::maintainable::{check_maintainable, TableProtocol};
 pub use log::checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use log::history::CommitRecord;
+pub use log::iceberg::IcebergView;
 pub use log::shared_reads::{set_log_read_cache, DEFAULT_LOG_READ_CACHE};
 pub use open::{open_table, register_handlers, set_storage_options, table_url};
 pub use probe::drill::{

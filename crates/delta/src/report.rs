@@ -224,11 +224,12 @@ fn round_millis(d: Duration) -> f64 {
 /// Why files are kept, for the report and the retained-bytes figures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeptFiles {
-    /// `pin` or `clone`.
+    /// `pin`, `clone` or `iceberg`.
     pub reason: &'static str,
     /// The pin (`version 1482 (model run 88)`) or the referrer's name.
     pub by: String,
-    /// The pinned version, or the referrer's versions' first and latest.
+    /// The pinned version, or the referrer's versions' first and latest; `(0, 0)` for the
+    /// Iceberg metadata, which names no Delta version.
     pub versions: (u64, u64),
     /// Files under this table's root it needs (all of them, not only those VACUUM listed).
     pub files: u64,

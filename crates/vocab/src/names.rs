@@ -202,6 +202,9 @@ closed_set! {
         Retention => "retention",
         Protocol => "protocol",
         Partitioning => "partitioning",
+        /// A UniForm table's Iceberg metadata reflects an older Delta version than the table's
+        /// (or there is none yet): Iceberg readers see the older version.
+        IcebergMetadata => "iceberg_metadata",
     }
 }
 

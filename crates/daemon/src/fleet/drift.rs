@@ -1,5 +1,6 @@
 //! Drift: where the live table disagrees with what the inventory declares (retention
-//! windows, protocol features, partitioning). Pure: compares an inventory entry with a probe.
+//! windows, protocol features, partitioning), or a UniForm table's Iceberg view with its Delta
+//! log. Pure: compares an inventory entry with a probe.
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ const DELTA_DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 pub(crate) fn drift(spec: &TableSpec, probe: &Probe) -> Vec<Drift> {
     let mut out = retention_drift(spec, probe);
     out.extend(protocol_drift(spec, probe));
+    out.extend(iceberg_drift(probe));
     if spec.layout.partition_by != probe.partition_columns {
         out.push(Drift {
             kind: DriftKind::Partitioning,
@@ -133,6 +135,43 @@ fn protocol_drift(spec: &TableSpec, probe: &Probe) -> Option<Drift> {
     })
 }
 
+/// A UniForm table whose Iceberg metadata reflects an older Delta version than the table's, or
+/// none at all. The table's writer converts after its own commits; tablekeeper's commits
+/// (rewrites, VACUUM's markers) change no row but leave the Iceberg view at the version before
+/// them until that writer commits again. VACUUM keeps every file the Iceberg metadata names.
+fn iceberg_drift(probe: &Probe) -> Option<Drift> {
+    let detail = match &probe.iceberg {
+        None if probe.uniform_iceberg => format!(
+            "UniForm is on (delta.universalFormat.enabledFormats names iceberg) but no Iceberg \
+             metadata is under metadata/: Iceberg readers cannot read the table until its \
+             writer converts it (its next commit, or REORG TABLE … UPGRADE UNIFORM), at version {}",
+            probe.version
+        ),
+        None => return None,
+        Some(view) => match view.delta_version {
+            Some(converted) if i64::try_from(converted).is_ok_and(|c| c >= probe.version) => {
+                return None
+            }
+            Some(converted) => format!(
+                "the Iceberg metadata ({}) reflects Delta version {converted}, the table is at \
+                 version {}: Iceberg readers see version {converted} until the table's writer \
+                 commits again and converts (tablekeeper's maintenance commits change no rows; \
+                 VACUUM keeps every file the Iceberg metadata names)",
+                view.metadata_file, probe.version
+            ),
+            None => format!(
+                "the Iceberg metadata ({}) does not say which Delta version it reflects (no \
+                 delta-version property), the table is at version {}",
+                view.metadata_file, probe.version
+            ),
+        },
+    };
+    Some(Drift {
+        kind: DriftKind::IcebergMetadata,
+        detail,
+    })
+}
+
 /// Legacy (pre-table-features) protocols turn some features on by table property.
 fn feature_enabled_by_property(probe: &Probe, feature: &str) -> bool {
     let key = match feature {
@@ -145,4 +184,48 @@ fn feature_enabled_by_property(probe: &Probe, feature: &str) -> bool {
         .properties
         .get(key)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::planner::tests::{probe, spec};
+
+    fn iceberg(probe: &Probe) -> Vec<String> {
+        iceberg_drift(probe).map(|d| d.detail).into_iter().collect()
+    }
+
+    #[test]
+    fn an_iceberg_view_behind_the_log_drifts_until_the_converter_catches_up() {
+        let view = |converted: Option<u64>| {
+            serde_json::json!({
+                "metadata_file": "metadata/00003-a.metadata.json",
+                "delta_version": converted,
+            })
+        };
+        let behind = probe(serde_json::json!({"iceberg": view(Some(8))}));
+        let drifted = drift(&spec(""), &behind);
+        let found: Vec<_> = drifted
+            .iter()
+            .filter(|d| d.kind == DriftKind::IcebergMetadata)
+            .collect();
+        assert_eq!(found.len(), 1, "{drifted:?}");
+        assert!(
+            found[0].detail.contains("reflects Delta version 8")
+                && found[0].detail.contains("at version 10"),
+            "{}",
+            found[0].detail
+        );
+        assert!(iceberg(&probe(serde_json::json!({"iceberg": view(Some(10))}))).is_empty());
+        assert_eq!(
+            iceberg(&probe(serde_json::json!({"iceberg": view(None)}))).len(),
+            1
+        );
+        // UniForm on and no Iceberg metadata yet; a table without UniForm never drifts so
+        assert_eq!(
+            iceberg(&probe(serde_json::json!({"uniform_iceberg": true}))).len(),
+            1
+        );
+        assert!(iceberg(&probe(serde_json::json!({}))).is_empty());
+    }
 }

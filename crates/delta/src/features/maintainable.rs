@@ -49,11 +49,21 @@ const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "checkpointProtection",
 ];
 
-/// Writer features deltalake cannot write whose rules tablekeeper's own commits meet
-/// ([`crate::log::commit`]): in-commit timestamps, fresh row ids and the row tracking
-/// high-water mark, no `metaData` (so identity high-water marks and clustering columns stay),
-/// no domain but row tracking's. `vacuumProtocolCheck` asks VACUUM to check the writer
-/// protocol first, which this module does for every operation.
+/// Reader features deltalake's scan refuses whose rules concern only how data files are
+/// read: type widening (files written before a column was widened hold its older type). VACUUM
+/// and checkpoints read the log, never a data file, so they run; the rewrites read every row
+/// and are refused (neither deltalake 1.1.3 nor python deltalake 1.6.6 reads such files).
+const DATA_READER_FEATURES: &[&str] = &["typeWidening", "typeWidening-preview"];
+
+/// Writer features deltalake cannot write whose rules tablekeeper's own commits and rewrites
+/// meet ([`crate::log::commit`], [`crate::rewrite::decode`]): in-commit timestamps, fresh row
+/// ids and the row tracking high-water mark, no `metaData` (so identity high-water marks,
+/// clustering columns, type changes and collations stay), no domain but row tracking's;
+/// statistics a collation forbids left out, partition values materialized into the files
+/// (`materializePartitionColumns`, IcebergCompat), `numRecords` on every added file and no
+/// deletion vector (IcebergCompat), nested field ids written (IcebergCompatV2).
+/// `vacuumProtocolCheck` asks VACUUM to check the writer protocol first, which this module
+/// does for every operation. A type change is a schema change, which tablekeeper never makes.
 const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
     "identityColumns",
     "clustering",
@@ -63,6 +73,12 @@ const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
     "rowTracking",
     "inCommitTimestamp",
     "vacuumProtocolCheck",
+    "typeWidening",
+    "typeWidening-preview",
+    "collations",
+    "materializePartitionColumns",
+    "icebergCompatV1",
+    "icebergCompatV2",
 ];
 
 /// Features saying a catalog owns the table's commits: nothing but the catalog may write.
@@ -224,6 +240,38 @@ impl TableProtocol {
         set
     }
 
+    /// The IcebergCompat version in force (`delta.enableIcebergCompatV1`/`V2`, with its
+    /// feature supported): a UniForm table whose files Iceberg readers also read.
+    pub fn iceberg_compat(&self) -> Option<u8> {
+        [(2, "icebergCompatV2"), (1, "icebergCompatV1")]
+            .into_iter()
+            .find(|(version, feature)| {
+                self.supports_writer_feature(feature)
+                    && self.property_is_true(&format!("delta.enableIcebergCompatV{version}"))
+            })
+            .map(|(version, _)| version)
+    }
+
+    /// Whether the files must also hold the partition columns' values:
+    /// `materializePartitionColumns`, or IcebergCompat (Iceberg readers read partition values
+    /// from the files).
+    pub fn materializes_partition_columns(&self) -> bool {
+        self.supports_writer_feature("materializePartitionColumns")
+            || self.iceberg_compat().is_some()
+    }
+
+    /// Whether UniForm generates Iceberg metadata for the table
+    /// (`delta.universalFormat.enabledFormats` names `iceberg`).
+    pub fn uniform_iceberg(&self) -> bool {
+        self.properties
+            .get("delta.universalFormat.enabledFormats")
+            .is_some_and(|formats| {
+                formats
+                    .split(',')
+                    .any(|f| f.trim().eq_ignore_ascii_case("iceberg"))
+            })
+    }
+
     /// Whether the table uses liquid clustering (writer feature `clustering`, or Databricks
     /// Runtime 13's `liquid`): its clustering columns are its layout.
     pub fn clustered(&self) -> bool {
@@ -277,12 +325,30 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
     let unknown_readers: Vec<String> = protocol
         .effective_reader_features()
         .into_iter()
-        .filter(|f| !SUPPORTED_READER_FEATURES.contains(&f.as_str()))
+        .filter(|f| {
+            !SUPPORTED_READER_FEATURES.contains(&f.as_str())
+                && !DATA_READER_FEATURES.contains(&f.as_str())
+        })
         .collect();
     if !unknown_readers.is_empty() {
         return Err(refuse(
             unknown_readers,
             "the table needs reader features deltalake 1.1.2 does not support".into(),
+        ));
+    }
+    let unreadable_data: Vec<String> = protocol
+        .effective_reader_features()
+        .into_iter()
+        .filter(|f| DATA_READER_FEATURES.contains(&f.as_str()))
+        .collect();
+    if op.rewrites() && !unreadable_data.is_empty() {
+        return Err(refuse(
+            unreadable_data,
+            "type widening: files written before a column was widened hold its older type, \
+             and a rewrite must read them and convert every value to the current type; \
+             deltalake 1.1.3's scan refuses the feature, so the table cannot be rewritten. \
+             VACUUM and checkpoints, which read only the log, still run"
+                .into(),
         ));
     }
     if op == Operation::Checkpoint {
@@ -441,6 +507,66 @@ mod tests {
         let p = protocol(3, 7, &["futureFeature"], &[], &[]);
         assert!(check_maintainable(&p, Operation::Checkpoint).is_err());
         assert!(check_maintainable(&protocol(4, 7, &[], &[], &[]), Operation::Checkpoint).is_err());
+    }
+
+    #[test]
+    fn spark_4_and_databricks_features() {
+        let uniform = protocol(
+            2,
+            7,
+            &[],
+            &[
+                "columnMapping",
+                "icebergCompatV2",
+                "appendOnly",
+                "invariants",
+            ],
+            &[
+                ("delta.enableIcebergCompatV2", "true"),
+                ("delta.columnMapping.mode", "id"),
+            ],
+        );
+        let collated = protocol(1, 7, &[], &["domainMetadata", "collations"], &[]);
+        let materialized = protocol(3, 7, &[], &["materializePartitionColumns"], &[]);
+        for p in [&uniform, &collated, &materialized] {
+            for op in Operation::ALL {
+                assert!(check_maintainable(p, op).is_ok(), "{op}: {p:?}");
+            }
+        }
+        assert_eq!(uniform.iceberg_compat(), Some(2));
+        assert!(uniform.materializes_partition_columns());
+        assert!(
+            !uniform.uniform_iceberg(),
+            "no enabledFormats: compatible, not converted"
+        );
+        assert!(materialized.materializes_partition_columns());
+        assert!(!collated.materializes_partition_columns());
+        // supported but not enabled: no IcebergCompat rule applies
+        let supported = protocol(2, 7, &[], &["columnMapping", "icebergCompatV1"], &[]);
+        assert_eq!(supported.iceberg_compat(), None);
+
+        // type widening: the log is enough for VACUUM and checkpoints, a rewrite is refused
+        let widened = protocol(
+            3,
+            7,
+            &["timestampNtz", "typeWidening-preview"],
+            &[
+                "timestampNtz",
+                "typeWidening-preview",
+                "appendOnly",
+                "invariants",
+            ],
+            &[("delta.enableTypeWidening", "true")],
+        );
+        for op in Operation::ALL {
+            let result = check_maintainable(&widened, op);
+            if op.rewrites() {
+                let err = result.expect_err("a rewrite is refused");
+                assert!(err.to_string().contains("type widening"), "{err}");
+            } else {
+                assert!(result.is_ok(), "{op}: {result:?}");
+            }
+        }
     }
 
     #[test]

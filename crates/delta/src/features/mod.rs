@@ -4,4 +4,5 @@
 //!
 //! This module only declares; the items live in the files.
 
+pub(crate) mod collations;
 pub(crate) mod maintainable;

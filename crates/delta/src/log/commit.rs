@@ -17,7 +17,10 @@
 //!   rows keep their ids;
 //! - identity columns, clustering and domain metadata: the commit writes no `metaData` and no
 //!   domain other than row tracking's, so the schema's identity high-water marks and the
-//!   clustering columns stay as they are.
+//!   clustering columns stay as they are;
+//! - collations: a new file's statistics carry no `minValues`/`maxValues` for a column with a
+//!   non-binary collation ([`crate::features::collations`]);
+//! - IcebergCompat (UniForm): every new file has its `numRecords` and no deletion vector.
 //!
 //! A commit lands only as the next version (the log store's put-if-absent). When another
 //! writer took that version, its commit is read: a rewrite whose removed files that commit
@@ -39,11 +42,13 @@ use tablekeeper_vocab::Operation;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
+use crate::features::collations::{collated_columns, withhold_bounds};
 use crate::features::maintainable::TableProtocol;
 use crate::log::path::decode_path;
 use crate::log::read::{
     high_water_mark_of, num_records_of, read_commit, Commit, ROW_TRACKING_DOMAIN,
 };
+use crate::rewrite::column_mapping::is_mapped;
 
 /// Versions tried after the first before giving up: each lost race means another writer
 /// committed in between, which a busy table does a few times at most.
@@ -56,6 +61,10 @@ pub(crate) struct CommitRules {
     pub in_commit_timestamps: bool,
     /// The table supports row tracking: the highest row id assigned so far (-1 for none).
     pub row_id_high_water_mark: Option<i64>,
+    /// Statistics paths of the columns a collation keeps out of `minValues`/`maxValues`.
+    pub collated_columns: Vec<Vec<String>>,
+    /// The IcebergCompat version in force: new files need `numRecords` and no deletion vector.
+    pub iceberg_compat: Option<u8>,
 }
 
 impl CommitRules {
@@ -83,9 +92,22 @@ impl CommitRules {
         } else {
             None
         };
+        let collated_columns = if protocol.supports_writer_feature("collations") {
+            let schema = serde_json::to_value(snapshot.schema().as_ref()).map_err(|err| {
+                DeltaError::Internal {
+                    table: uri.to_owned(),
+                    reason: format!("the table schema does not serialize: {err}"),
+                }
+            })?;
+            collated_columns(&schema, is_mapped(&protocol.properties))
+        } else {
+            Vec::new()
+        };
         Ok(CommitRules {
             in_commit_timestamps,
             row_id_high_water_mark,
+            collated_columns,
+            iceberg_compat: protocol.iceberg_compat(),
         })
     }
 }
@@ -359,6 +381,9 @@ fn render(
     let restored = commit.restores.iter().map(|add| (add, true));
     for (add, restored) in commit.adds.iter().map(|add| (add, false)).chain(restored) {
         let mut add = add.clone();
+        if !restored {
+            meet_file_rules(uri, &mut add, rules)?;
+        }
         let keeps_ids = restored && add.base_row_id.is_some();
         if let (Some(next), false) = (next_row_id.as_mut(), keeps_ids) {
             let rows = add
@@ -395,6 +420,41 @@ fn render(
         text.push('\n');
     }
     Ok((Bytes::from(text), next_row_id.map(|next| next - 1)))
+}
+
+/// Meets the rules `rules` sets for a new file: a collation's columns out of its bounds, and
+/// IcebergCompat's `numRecords` and no deletion vector (a file that breaks them fails the
+/// commit before anything is written).
+fn meet_file_rules(uri: &str, add: &mut Add, rules: &CommitRules) -> Result<(), DeltaError> {
+    if !rules.collated_columns.is_empty() {
+        if let Some(stats) = add
+            .stats
+            .as_deref()
+            .and_then(|stats| withhold_bounds(stats, &rules.collated_columns))
+        {
+            add.stats = Some(stats);
+        }
+    }
+    if let Some(version) = rules.iceberg_compat {
+        let broken = if add.deletion_vector.is_some() {
+            Some("has a deletion vector")
+        } else if add.stats.as_deref().and_then(num_records_of).is_none() {
+            Some("has no numRecords statistic")
+        } else {
+            None
+        };
+        if let Some(broken) = broken {
+            return Err(DeltaError::MissingFacts {
+                table: uri.to_owned(),
+                reason: format!(
+                    "new file {} {broken}, which icebergCompatV{version} forbids (every added \
+                     file needs numRecords and no deletion vector); nothing was committed",
+                    add.path
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -440,6 +500,7 @@ mod tests {
         let rules = CommitRules {
             in_commit_timestamps: false,
             row_id_high_water_mark: Some(9),
+            ..CommitRules::default()
         };
         let lines = parse(&render("t", 5, &rewrite(), &rules, None, Some(9)).unwrap());
         assert!(lines[0].get("commitInfo").is_some());
@@ -466,6 +527,7 @@ mod tests {
         let rules = CommitRules {
             in_commit_timestamps: false,
             row_id_high_water_mark: Some(9),
+            ..CommitRules::default()
         };
         let mut commit = rewrite();
         commit.adds.truncate(1);
@@ -496,7 +558,7 @@ mod tests {
     fn in_commit_timestamps_come_first_and_increase() {
         let rules = CommitRules {
             in_commit_timestamps: true,
-            row_id_high_water_mark: None,
+            ..CommitRules::default()
         };
         let future = chrono::Utc::now().timestamp_millis() + 3_600_000;
         let previous = Commit::parse(

@@ -5,8 +5,8 @@
 //! rule that no commit of tablekeeper's deletes a log file ([`guard`]), the one operation that
 //! does delete log files, after writing a checkpoint ([`checkpoint`]), every commit tablekeeper
 //! writes ([`commit`]), the table's system domains ([`domain`]), the commit history
-//! that outlives the log ([`history`]), and the files another table's log references, read
-//! without deltalake ([`references`]).
+//! that outlives the log ([`history`]), the files another table's log references, read
+//! without deltalake ([`references`]), and a UniForm table's Iceberg metadata ([`iceberg`]).
 //!
 //! This module only declares; the items live in the files.
 
@@ -16,6 +16,7 @@ pub(crate) mod deletion_vector;
 pub(crate) mod domain;
 pub(crate) mod guard;
 pub(crate) mod history;
+pub(crate) mod iceberg;
 pub(crate) mod integrity;
 pub(crate) mod path;
 pub(crate) mod read;

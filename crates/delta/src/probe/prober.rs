@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::DeltaError;
 use crate::features::maintainable::TableProtocol;
 use crate::log::history::CommitRecord;
+use crate::log::iceberg::{iceberg_view, IcebergView};
 use crate::log::read::{commits_after, commits_since, last_checkpoint, LastCheckpoint};
 use crate::log::read::{list_log, partition_key, read_commits, Commit};
 use crate::open::open_table;
@@ -261,6 +262,14 @@ pub struct Probe {
     /// ends fills the history.
     #[serde(default)]
     pub history_pending: bool,
+    /// UniForm is on (`delta.universalFormat.enabledFormats` names `iceberg`): the table's
+    /// writer generates Iceberg metadata after its commits.
+    #[serde(default)]
+    pub uniform_iceberg: bool,
+    /// The Iceberg metadata Iceberg readers are given, on a table with UniForm or IcebergCompat
+    /// on that has any ([`crate::log::iceberg`]).
+    #[serde(default)]
+    pub iceberg: Option<IcebergView>,
 }
 
 impl Probe {
@@ -585,6 +594,10 @@ struct Tracked {
     checkpoint_at: Option<(u64, Option<LastCheckpoint>)>,
     /// The last restore drill, and when it ran.
     drill: Option<(Instant, RestoreDrill)>,
+    /// The Iceberg view as read at a version: listed again when the version moves, and at
+    /// every probe while it lags behind (until the writer's converter catches up); its newest
+    /// metadata file is read only when it is a new one.
+    iceberg_at: Option<(u64, Option<IcebergView>)>,
 }
 
 /// How many tables a [`Prober`] keeps loaded by default.
@@ -823,6 +836,7 @@ impl Tracked {
             unverified: HashSet::new(),
             checkpoint_at: None,
             drill: None,
+            iceberg_at: None,
         }
     }
 
@@ -994,6 +1008,12 @@ async fn probe_live(
     }
     let restore_drill = tracked.drill.as_ref().map(|(_, d)| d.clone());
     let checkpoint = checkpoint_at(uri, tracked, version).await?;
+    let uniform_iceberg = protocol.uniform_iceberg();
+    let iceberg = if uniform_iceberg || protocol.iceberg_compat().is_some() {
+        iceberg_at(uri, tracked, version).await?
+    } else {
+        None
+    };
     let history = &mut tracked.history;
     let erasure = history.erasure.summary(files);
     history.prune(probed_at.timestamp_millis());
@@ -1026,6 +1046,8 @@ async fn probe_live(
         restore_drill,
         damage_check_pending,
         history_pending,
+        uniform_iceberg,
+        iceberg,
     })
 }
 
@@ -1137,6 +1159,35 @@ async fn checkpoint_at(
     let checkpoint = last_checkpoint(store.as_ref(), uri).await?;
     tracked.checkpoint_at = Some((version, checkpoint));
     Ok(checkpoint)
+}
+
+/// The Iceberg view of the table at `version`: what was read at that version, unless it lagged.
+async fn iceberg_at(
+    uri: &str,
+    tracked: &mut Tracked,
+    version: u64,
+) -> Result<Option<IcebergView>, DeltaError> {
+    if let Some((at, view)) = &tracked.iceberg_at {
+        let caught_up = view
+            .as_ref()
+            .and_then(|v| v.delta_version)
+            .is_some_and(|converted| converted >= version);
+        if *at == version && caught_up {
+            return Ok(view.clone());
+        }
+    }
+    let store = tracked
+        .table
+        .as_ref()
+        .ok_or_else(|| not_loaded(uri))?
+        .object_store();
+    let known = tracked
+        .iceberg_at
+        .as_ref()
+        .and_then(|(_, view)| view.as_ref());
+    let view = iceberg_view(store.as_ref(), uri, known).await?;
+    tracked.iceberg_at = Some((version, view.clone()));
+    Ok(view)
 }
 
 /// The history part of a probe, from what the prober read of the log.

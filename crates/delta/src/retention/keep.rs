@@ -1,6 +1,8 @@
 //! What VACUUM keeps beyond the retention window: every file of a pinned version until its pin
-//! expires, and every file under the table's root that another table's log references (shallow
-//! clones, tables built over another's files), per DESIGN.md ("Retention and VACUUM safety").
+//! expires, every file under the table's root that another table's log references (shallow
+//! clones, tables built over another's files), per DESIGN.md ("Retention and VACUUM safety"),
+//! and a UniForm table's Iceberg metadata with every file its snapshots reference
+//! ([`crate::log::iceberg`]), whatever the Delta log says of them.
 //!
 //! Owns resolving pins to versions (a `timestamp` pin is the version time travel to it lands
 //! on) and the files each needs, and reading each referrer's log ([`crate::log::references`])
@@ -15,6 +17,7 @@ use deltalake::DeltaTable;
 use serde::Serialize;
 
 use crate::error::DeltaError;
+use crate::log::iceberg::iceberg_files;
 use crate::log::read::{list_log, read_commit, LogListing};
 use crate::log::references::{log_references, under_root};
 use crate::open::open_table_at;
@@ -148,6 +151,31 @@ pub(crate) async fn kept_files(
                     })?;
             record(&mut kept, "pin", pin.label(), (version, version), files);
         }
+    }
+    let iceberg = iceberg_files(table.object_store().as_ref(), uri).await?;
+    if !iceberg.metadata.is_empty() {
+        let files: HashSet<String> = iceberg
+            .metadata
+            .iter()
+            .cloned()
+            .chain(iceberg.data.iter().cloned())
+            .collect();
+        tracing::debug!(
+            table = uri,
+            metadata_files = iceberg.metadata_files,
+            data_files = iceberg.data.len(),
+            "the Iceberg metadata keeps its files"
+        );
+        record(
+            &mut kept,
+            "iceberg",
+            format!(
+                "Iceberg metadata ({} metadata files)",
+                iceberg.metadata_files
+            ),
+            (0, 0),
+            files,
+        );
     }
     for referrer in &keep.referrers {
         let references = match log_references(&referrer.uri, referrer.window, now_ms).await {

@@ -399,7 +399,7 @@ async fn delete_files(
     // the commits add no file, so row tracking asks nothing of them
     let rules = CommitRules {
         in_commit_timestamps,
-        row_id_high_water_mark: None,
+        ..CommitRules::default()
     };
     let retention_ms = retention.as_millis().to_string();
     let start = write_commit(

@@ -25,6 +25,10 @@ use deltalake::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 pub(crate) const MODE_PROPERTY: &str = "delta.columnMapping.mode";
 const PHYSICAL_NAME_KEY: &str = "delta.columnMapping.physicalName";
 const ID_KEY: &str = "delta.columnMapping.id";
+/// Field ids of the array elements and map keys and values inside a column (IcebergCompatV2):
+/// keyed `<physical name>.element`, `<physical name>.key.element`… The protocol names the key
+/// `parquet.field.nested.ids`; Spark writes `delta.columnMapping.nested.ids`.
+const NESTED_ID_KEYS: &[&str] = &["delta.columnMapping.nested.ids", "parquet.field.nested.ids"];
 
 /// Whether a table with these properties maps its columns.
 pub(crate) fn is_mapped(properties: &HashMap<String, String>) -> bool {
@@ -156,7 +160,20 @@ fn physical_field(field: &Field, kernel: &StructField) -> Result<Field, String> 
             ))
         }
     };
-    let data_type = physical_type(field.data_type(), kernel.data_type())?;
+    let nested = NESTED_ID_KEYS
+        .iter()
+        .find_map(|key| match kernel.metadata().get(*key) {
+            Some(MetadataValue::Other(serde_json::Value::Object(ids))) => Some(ids),
+            _ => None,
+        });
+    let data_type = physical_type(
+        field.data_type(),
+        kernel.data_type(),
+        &Nested {
+            ids: nested,
+            path: name.clone(),
+        },
+    )?;
     Ok(
         Field::new(name, data_type, field.is_nullable()).with_metadata(HashMap::from([(
             PARQUET_FIELD_ID_META_KEY.to_owned(),
@@ -165,8 +182,48 @@ fn physical_field(field: &Field, kernel: &StructField) -> Result<Field, String> 
     )
 }
 
-/// `arrow` with every struct field inside it mapped by `kernel` (the same type, logically).
-fn physical_type(arrow: &DataType, kernel: &KernelType) -> Result<DataType, String> {
+/// Where a type sits inside its column, for the nested field ids of its elements, keys and
+/// values.
+struct Nested<'a> {
+    ids: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// `<physical name>[.element|.key|.value]…`
+    path: String,
+}
+
+impl Nested<'_> {
+    /// The element, key or value (`part`) inside this type, and `field` (its arrow field)
+    /// with the field id recorded for it, when one is.
+    fn child(&self, part: &str, field: Field) -> (Nested<'_>, Field) {
+        let path = format!("{}.{part}", self.path);
+        let field = match self
+            .ids
+            .and_then(|ids| ids.get(&path))
+            .and_then(serde_json::Value::as_i64)
+        {
+            Some(id) => {
+                let mut metadata = field.metadata().clone();
+                metadata.insert(PARQUET_FIELD_ID_META_KEY.to_owned(), id.to_string());
+                field.with_metadata(metadata)
+            }
+            None => field,
+        };
+        (
+            Nested {
+                ids: self.ids,
+                path,
+            },
+            field,
+        )
+    }
+}
+
+/// `arrow` with every struct field inside it mapped by `kernel` (the same type, logically), and
+/// the elements, keys and values given their nested field ids.
+fn physical_type(
+    arrow: &DataType,
+    kernel: &KernelType,
+    at: &Nested<'_>,
+) -> Result<DataType, String> {
     Ok(match (arrow, kernel) {
         (DataType::Struct(fields), KernelType::Struct(st)) => {
             let mapped = fields
@@ -180,17 +237,16 @@ fn physical_type(arrow: &DataType, kernel: &KernelType) -> Result<DataType, Stri
                 .collect::<Result<Vec<_>, _>>()?;
             DataType::Struct(Fields::from(mapped))
         }
-        (DataType::List(element), KernelType::Array(at)) => {
-            DataType::List(Arc::new(element.as_ref().clone().with_data_type(
-                physical_type(element.data_type(), at.element_type())?,
-            )))
+        (DataType::List(element), KernelType::Array(array)) => {
+            let (inner, field) = at.child("element", element.as_ref().clone());
+            let data_type = physical_type(element.data_type(), array.element_type(), &inner)?;
+            DataType::List(Arc::new(field.with_data_type(data_type)))
         }
-        (DataType::LargeList(element), KernelType::Array(at)) => DataType::LargeList(Arc::new(
-            element
-                .as_ref()
-                .clone()
-                .with_data_type(physical_type(element.data_type(), at.element_type())?),
-        )),
+        (DataType::LargeList(element), KernelType::Array(array)) => {
+            let (inner, field) = at.child("element", element.as_ref().clone());
+            let data_type = physical_type(element.data_type(), array.element_type(), &inner)?;
+            DataType::LargeList(Arc::new(field.with_data_type(data_type)))
+        }
         (DataType::Map(entries, sorted), KernelType::Map(mt)) => {
             let DataType::Struct(kv) = entries.data_type() else {
                 return Ok(arrow.clone());
@@ -198,14 +254,15 @@ fn physical_type(arrow: &DataType, kernel: &KernelType) -> Result<DataType, Stri
             let (Some(key), Some(value)) = (kv.first(), kv.get(1)) else {
                 return Ok(arrow.clone());
             };
+            let (key_at, key_field) = at.child("key", key.as_ref().clone());
+            let (value_at, value_field) = at.child("value", value.as_ref().clone());
             let kv = Fields::from(vec![
-                key.as_ref()
-                    .clone()
-                    .with_data_type(physical_type(key.data_type(), mt.key_type())?),
-                value
-                    .as_ref()
-                    .clone()
-                    .with_data_type(physical_type(value.data_type(), mt.value_type())?),
+                key_field.with_data_type(physical_type(key.data_type(), mt.key_type(), &key_at)?),
+                value_field.with_data_type(physical_type(
+                    value.data_type(),
+                    mt.value_type(),
+                    &value_at,
+                )?),
             ]);
             DataType::Map(
                 Arc::new(

@@ -31,10 +31,12 @@
 //! that differs. This module only compares; it never writes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deltalake::arrow::array::{Array, ArrayRef, AsArray as _, RecordBatch};
-use deltalake::arrow::datatypes::{DataType, Schema};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, FieldRef, Schema};
 use deltalake::datafusion::common::hash_utils::{create_hashes, HashValue, RandomState};
 use deltalake::datafusion::common::ScalarValue;
 use deltalake::datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
@@ -350,11 +352,48 @@ fn hash_values(array: &ArrayRef, hashes: &mut [u64]) -> Result<(), String> {
             let bytes = array.as_binary_view();
             each(|i| bytes.is_valid(i), |i| bytes.value(i), hashes);
         }
-        _ => {
-            create_hashes([array], &STATE, hashes).map_err(|e| e.to_string())?;
-        }
+        _ => match without_views(array.data_type()) {
+            // views nested in a struct, list or map: hashed by value too, so a column read as
+            // views and written plain (Z-order's sort) fingerprints the same
+            Some(plain) => {
+                let plain = cast(array, &plain).map_err(|e| e.to_string())?;
+                create_hashes([&plain], &STATE, hashes).map_err(|e| e.to_string())?;
+            }
+            None => {
+                create_hashes([array], &STATE, hashes).map_err(|e| e.to_string())?;
+            }
+        },
     }
     Ok(())
+}
+
+/// `data_type` with every string and binary view inside it made a plain string or binary;
+/// `None` when it holds none.
+fn without_views(data_type: &DataType) -> Option<DataType> {
+    let field = |f: &FieldRef| -> Option<FieldRef> {
+        without_views(f.data_type()).map(|t| Arc::new(f.as_ref().clone().with_data_type(t)))
+    };
+    match data_type {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        DataType::Struct(fields) => {
+            let mapped: Vec<Option<FieldRef>> = fields.iter().map(field).collect();
+            mapped.iter().any(Option::is_some).then(|| {
+                DataType::Struct(
+                    fields
+                        .iter()
+                        .zip(mapped)
+                        .map(|(f, m)| m.unwrap_or_else(|| Arc::clone(f)))
+                        .collect(),
+                )
+            })
+        }
+        DataType::List(f) => field(f).map(DataType::List),
+        DataType::LargeList(f) => field(f).map(DataType::LargeList),
+        DataType::FixedSizeList(f, n) => field(f).map(|f| DataType::FixedSizeList(f, *n)),
+        DataType::Map(f, sorted) => field(f).map(|f| DataType::Map(f, *sorted)),
+        _ => None,
+    }
 }
 
 /// Types whose statistics are compared: those Delta keeps `minValues`/`maxValues` for.
@@ -907,6 +946,54 @@ mod tests {
             Strictness::Exact,
             &|c| c.to_owned(),
         )
+    }
+
+    /// A struct column of strings, read as views (the scan) and written plain (Z-order's
+    /// sort), sorted the other way round and with its one null struct's masked child changed.
+    #[test]
+    fn views_inside_a_struct_fingerprint_as_their_values() {
+        use deltalake::arrow::array::{StringViewArray, StructArray};
+        use deltalake::arrow::buffer::NullBuffer;
+        let nested = |strings: ArrayRef, rows: usize| -> RecordBatch {
+            let field = Field::new("aa", strings.data_type().clone(), true);
+            let nulls = NullBuffer::from((0..rows).map(|i| i != 1).collect::<Vec<_>>());
+            let column = StructArray::new(vec![field].into(), vec![strings], Some(nulls));
+            let schema = Schema::new(vec![Field::new("s", column.data_type().clone(), true)]);
+            RecordBatch::try_new(Arc::new(schema), vec![Arc::new(column)]).unwrap()
+        };
+        let fingerprint = |batch: RecordBatch| -> Option<u64> {
+            let mut tally = Tally::new(&batch.schema(), &[]);
+            tally.add(&batch).unwrap();
+            tally.columns[0].fingerprint
+        };
+        let read = nested(
+            Arc::new(StringViewArray::from(vec![
+                Some("x"),
+                Some("masked"),
+                Some("a string longer than twelve bytes"),
+            ])),
+            3,
+        );
+        let written = nested(
+            Arc::new(StringArray::from(vec![
+                Some("a string longer than twelve bytes"),
+                None,
+                Some("x"),
+            ])),
+            3,
+        );
+        assert_eq!(fingerprint(read), fingerprint(written));
+        let changed = nested(
+            Arc::new(StringArray::from(vec![Some("y"), None, Some("x")])),
+            3,
+        );
+        assert_ne!(
+            fingerprint(nested(
+                Arc::new(StringViewArray::from(vec![Some("x"), None, Some("z")])),
+                3
+            )),
+            fingerprint(changed)
+        );
     }
 
     #[test]

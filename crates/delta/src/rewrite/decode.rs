@@ -5,8 +5,9 @@
 //! the bins its copy path ([`crate::rewrite::splice`]) does not take; Z-order ([`crate::rewrite::cluster`]) sorts
 //! what the scan reads before writing it. Files are written in the table's
 //! `layout.compression` and row groups of at most [`ROW_GROUP_BYTES`]
-//! ([`crate::rewrite::shape`]). Nothing here decodes Parquet or
-//! deletion vectors itself.
+//! ([`crate::rewrite::shape`]). A table that materializes its partition columns
+//! (`materializePartitionColumns`, IcebergCompat) gets them inside its files too, after the
+//! data columns. Nothing here decodes Parquet or deletion vectors itself.
 
 use delta_kernel::expressions::Scalar;
 use deltalake::arrow::array::{RecordBatch, Scalar as ArrowScalar};
@@ -23,6 +24,7 @@ use futures::StreamExt;
 use indexmap::IndexMap;
 
 use crate::error::DeltaError;
+use crate::features::maintainable::TableProtocol;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
 use crate::rewrite::content::{Hashed, LogValues, Strictness, Tally};
@@ -129,6 +131,10 @@ pub(crate) struct PartitionFiles {
     log_values: LogValues,
     /// What was handed to the encoder.
     written: Tally,
+    /// Where the table materializes its partition columns into its files
+    /// (`materializePartitionColumns`, IcebergCompat): the order of the columns in a file,
+    /// partition columns last, as IcebergCompatV1 places them.
+    materialized: Option<Vec<usize>>,
 }
 
 impl PartitionFiles {
@@ -163,11 +169,27 @@ impl PartitionFiles {
         let physical =
             |name: &str| -> String { mapping.as_ref().map_or(name, |m| m.name(name)).to_owned() };
         let written = Tally::new(&schema, &partition_columns);
+        let file_schema = mapping
+            .as_ref()
+            .map_or_else(|| schema.clone(), PhysicalNames::schema);
+        let materialized = (!partition_columns.is_empty()
+            && TableProtocol::of_snapshot(uri, snapshot)?.materializes_partition_columns())
+        .then(|| partition_columns_last(&file_schema, &partition_columns, &physical));
+        let (file_schema, stripped) = match &materialized {
+            Some(order) => (
+                std::sync::Arc::new(file_schema.project(order).map_err(|e| {
+                    DeltaError::delta(uri, "writing rewritten files", DeltaTableError::from(e))
+                })?),
+                Vec::new(),
+            ),
+            None => (
+                file_schema,
+                partition_columns.iter().map(|c| physical(c)).collect(),
+            ),
+        };
         let config = WriterConfig::new(
-            mapping
-                .as_ref()
-                .map_or_else(|| schema.clone(), PhysicalNames::schema),
-            partition_columns.iter().map(|c| physical(c)).collect(),
+            file_schema,
+            stripped,
             Some(properties_of_files),
             Some(shape.target_size),
             None,
@@ -190,6 +212,7 @@ impl PartitionFiles {
             schema,
             log_values,
             written,
+            materialized,
         })
     }
 
@@ -312,6 +335,12 @@ impl PartitionFiles {
         self.written
             .add_known(&batch, hashed)
             .map_err(|e| tally_failed(uri, e))?;
+        let batch = match &self.materialized {
+            Some(order) => batch
+                .project(order)
+                .map_err(|e| written(DeltaTableError::from(e)))?,
+            None => batch,
+        };
         if self.partition_columns.is_empty() {
             return writer.write(&batch).await.map_err(written);
         }
@@ -359,6 +388,21 @@ impl PartitionFiles {
         )?;
         Ok(adds)
     }
+}
+
+/// The column order of a file that holds its partition columns too: the data columns as the
+/// schema orders them, then the partition columns (physical names under `physical`).
+fn partition_columns_last(
+    schema: &SchemaRef,
+    partition_columns: &[String],
+    physical: &dyn Fn(&str) -> String,
+) -> Vec<usize> {
+    let partitions: Vec<String> = partition_columns.iter().map(|c| physical(c)).collect();
+    let (data, last): (Vec<usize>, Vec<usize>) =
+        (0..schema.fields().len()).partition(|&i| !partitions.contains(schema.field(i).name()));
+    let mut last = last;
+    last.sort_by_key(|&i| partitions.iter().position(|p| p == schema.field(i).name()));
+    data.into_iter().chain(last).collect()
 }
 
 /// The partition values of `batch`'s first row, as deltalake's writer reads them.

@@ -278,9 +278,7 @@ pub fn count_in_partition(paths: &BTreeSet<String>, date: &str) -> usize {
 pub async fn rewriting_operations(
     t: &TestTable,
 ) -> Vec<Result<tablekeeper_delta::OpReport, tablekeeper_delta::DeltaError>> {
-    use tablekeeper_delta::{
-        optimize, vacuum, CompactOptions, Optimize, VacuumMode, VacuumOptions, ZorderOptions,
-    };
+    use tablekeeper_delta::{optimize, vacuum, CompactOptions, Optimize, ZorderOptions};
     let cancel = tokio_util::sync::CancellationToken::new();
     let target = 64 * 1024 * 1024;
     vec![
@@ -310,20 +308,48 @@ pub async fn rewriting_operations(
             &cancel,
         )
         .await,
-        vacuum(
-            &t.uri,
-            &VacuumOptions {
-                inventory_retention: std::time::Duration::ZERO,
-                allow_short_retention: true,
-                mode: VacuumMode::Full,
-                dry_run: false,
-                stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
-                keep: Default::default(),
-            },
-            &cancel,
-        )
-        .await,
+        vacuum(&t.uri, &vacuum_every_unreferenced_file(), &cancel).await,
     ]
+}
+
+/// A full VACUUM with no retention at all: every file no version references goes, unless
+/// something else keeps it.
+pub fn vacuum_every_unreferenced_file() -> tablekeeper_delta::VacuumOptions {
+    use tablekeeper_delta::{VacuumMode, VacuumOptions};
+    VacuumOptions {
+        inventory_retention: std::time::Duration::ZERO,
+        allow_short_retention: true,
+        mode: VacuumMode::Full,
+        dry_run: false,
+        stale_watch: tablekeeper_delta::DEFAULT_STALE_WATCH,
+        keep: Default::default(),
+    }
+}
+
+/// A file no version references, `name` under the table at `dir`, written long ago (as a
+/// failed rewrite leaves one): any VACUUM may delete it.
+pub fn expired_orphan(dir: &FsPath, name: &str) -> std::path::PathBuf {
+    let orphan = dir.join(name);
+    std::fs::write(&orphan, b"PAR1").expect("orphan");
+    std::fs::File::options()
+        .write(true)
+        .open(&orphan)
+        .and_then(|f| {
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400))
+        })
+        .expect("backdate");
+    orphan
+}
+
+/// The `add` actions of the newest commit of the table at `dir`.
+pub fn last_adds(dir: &FsPath) -> Vec<serde_json::Value> {
+    let lines = log_lines(dir);
+    let newest = lines.last().map_or(0, |(v, _)| *v);
+    lines
+        .into_iter()
+        .filter(|(v, _)| *v == newest)
+        .filter_map(|(_, action)| action.get("add").cloned())
+        .collect()
 }
 
 /// What a refused operation must leave unchanged: version, data files, log entries.
@@ -391,4 +417,26 @@ pub fn active_adds(dir: &FsPath) -> Vec<serde_json::Value> {
         }
     }
     active.into_values().collect()
+}
+
+/// A first probe of the table at `uri` (64 MiB target files).
+pub async fn probe_once(uri: &str) -> tablekeeper_delta::Probe {
+    tablekeeper_delta::Prober::new()
+        .probe(
+            uri,
+            &tablekeeper_delta::ProbeOptions::for_target(64 * 1024 * 1024),
+        )
+        .await
+        .expect("probe")
+}
+
+/// Writes `actions` as commit `version` of the table at `dir`, as another engine's commit
+/// lands: the hand-written log of a feature no writer here turns on.
+pub fn write_commit(dir: &FsPath, version: u64, actions: &[serde_json::Value]) {
+    let text: String = actions.iter().map(|a| format!("{a}\n")).collect();
+    std::fs::write(
+        dir.join("_delta_log").join(format!("{version:020}.json")),
+        text,
+    )
+    .expect("write the commit");
 }

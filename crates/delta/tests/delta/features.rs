@@ -13,7 +13,7 @@ use tablekeeper_delta::{
 use tokio_util::sync::CancellationToken;
 
 use crate::aged::{log_contents, reference_table};
-use crate::common::{compact_small_files, zorder_on};
+use crate::common::{compact_small_files, expired_orphan, probe_once, zorder_on};
 
 const TEN_YEARS: Duration = Duration::from_secs(3650 * 86_400);
 
@@ -129,6 +129,19 @@ const EXPECTED: &[(&str, &[&str], &str)] = &[
         "schemaString",
     ),
     ("table_with_edge_timestamps", &[], ""),
+    // UniForm (icebergCompatV2, column mapping by id, arrays and maps with nested field ids):
+    // rewritten with the partition values and field ids Iceberg readers need
+    ("table-with-icebegCompatV2Enabled", &[], ""),
+    // `typeWidening-preview`: files of the older types that no reader here converts; VACUUM and
+    // checkpoints read only the log and run
+    (
+        "type-widening",
+        &["compact", "zorder", "purge"],
+        "type widening",
+    ),
+    // `collations` (no data files: nothing to rewrite) and `materializePartitionColumns`
+    ("collations-table", &[], ""),
+    ("partitioned_with_materialize_feature", &[], ""),
 ];
 
 #[tokio::test]
@@ -207,17 +220,10 @@ async fn tablekeeper_commits_carry_increasing_in_commit_timestamps() {
         .await
         .expect("deltalake");
     // the orphan of a failed rewrite, long expired
-    let orphan = dir
-        .path()
-        .join("part-00000-0rphan00-0000-0000-0000-000000000000-c000.snappy.parquet");
-    std::fs::write(&orphan, b"PAR1").expect("orphan");
-    std::fs::File::options()
-        .write(true)
-        .open(&orphan)
-        .and_then(|f| {
-            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400))
-        })
-        .expect("backdate");
+    let orphan = expired_orphan(
+        dir.path(),
+        "part-00000-0rphan00-0000-0000-0000-000000000000-c000.snappy.parquet",
+    );
     let report = vacuum(
         &uri,
         &VacuumOptions {
@@ -286,13 +292,7 @@ async fn tablekeeper_commits_carry_increasing_in_commit_timestamps() {
         "in-commit timestamps {ours:?} after {earlier:?}"
     );
     // staleness and history read the in-commit timestamp, not the file's time
-    let probe = tablekeeper_delta::Prober::new()
-        .probe(
-            &uri,
-            &tablekeeper_delta::ProbeOptions::for_target(64 * 1024 * 1024),
-        )
-        .await
-        .expect("probe");
+    let probe = probe_once(&uri).await;
     assert_eq!(
         probe.history.last_commit_at.map(|t| t.timestamp_millis()),
         ours.last().copied(),
