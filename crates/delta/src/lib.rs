@@ -63,7 +63,8 @@ mod snapshot;
 mod watch;
 
 pub use error::{classify_delta_error, DeltaError, ErrorClass};
-pub use features::maintainable::{check_maintainable, TableProtocol};
+pub use features::maintainable::check_maintainable;
+pub use features::protocol::TableProtocol;
 pub use log::checkpoint::{checkpoint, CheckpointOptions, LogCleanup};
 pub use log::history::CommitRecord;
 pub use log::iceberg::IcebergView;

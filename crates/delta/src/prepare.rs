@@ -9,7 +9,8 @@ use tablekeeper_vocab::Operation;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::{check_maintainable, TableProtocol};
+use crate::features::maintainable::check_maintainable;
+use crate::features::protocol::TableProtocol;
 use crate::open::{loaded_version, open_table};
 use crate::probe::presence::{ensure_present, explain_load_failure};
 use crate::run::cancellable;

@@ -50,6 +50,14 @@ pub(crate) async fn active_files(
         .map_err(|err| DeltaError::delta(uri, "reading the snapshot", err))?
         .snapshot()
         .clone();
+    snapshot_files(snapshot, uri).await
+}
+
+/// Every active file of `snapshot`.
+pub(crate) async fn snapshot_files(
+    snapshot: deltalake::kernel::EagerSnapshot,
+    uri: &str,
+) -> Result<Vec<ActiveFile>, DeltaError> {
     let owned_uri = uri.to_owned();
     let names = crate::rewrite::column_mapping::partition_names(&snapshot);
     tokio::task::spawn_blocking(move || {

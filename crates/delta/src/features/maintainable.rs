@@ -1,8 +1,9 @@
 //! Which tables this crate may touch, and for what.
 //!
-//! Owns [`TableProtocol`] (the protocol facts read from the log) and [`check_maintainable`], the
-//! refusal rules: a table whose protocol needs a writer feature neither deltalake 1.1.2 nor
-//! tablekeeper's own commits can write is refused with a clear error and never touched, rows
+//! Owns [`check_maintainable`], the refusal rules over a table's protocol facts
+//! ([`TableProtocol`], `features/protocol.rs`): a table whose protocol needs a writer feature
+//! neither deltalake 1.1.2 nor tablekeeper's own commits can write is refused with a clear
+//! error and never touched, rows
 //! whose ids row tracking keeps are moved only with their ids, and a catalog-managed table is
 //! refused for everything. Every rewrite is tablekeeper's own (`crate::rewrite`), whatever the
 //! table's features.
@@ -12,14 +13,10 @@
 //! ([`crate::retention::vacuum`]), whatever deltalake lists. This module must never inspect data files:
 //! the log is enough.
 
-use std::collections::{BTreeSet, HashMap};
-
-use deltalake::kernel::EagerSnapshot;
-use deltalake::DeltaTable;
-use serde::Serialize;
-use serde_json::Value;
+use std::collections::BTreeSet;
 
 use crate::error::DeltaError;
+use crate::features::protocol::TableProtocol;
 use tablekeeper_vocab::Operation;
 
 /// Reader features deltalake-core 1.1.3 can read, mirrored from
@@ -50,9 +47,10 @@ const SUPPORTED_WRITER_FEATURES: &[&str] = &[
 ];
 
 /// Reader features deltalake's scan refuses whose rules concern only how data files are
-/// read: type widening (files written before a column was widened hold its older type). VACUUM
-/// and checkpoints read the log, never a data file, so they run; the rewrites read every row
-/// and are refused (neither deltalake 1.1.3 nor python deltalake 1.6.6 reads such files).
+/// read: type widening (files written before a column was widened hold its older type).
+/// VACUUM and checkpoints read the log, never a data file; the rewrites read through
+/// [`crate::rewrite::widened`], which converts the older types but applies no deletion vector
+/// and writes no row ids, so those two are refused with it.
 const DATA_READER_FEATURES: &[&str] = &["typeWidening", "typeWidening-preview"];
 
 /// Writer features deltalake cannot write whose rules tablekeeper's own commits and rewrites
@@ -84,200 +82,9 @@ const OWN_COMMIT_WRITER_FEATURES: &[&str] = &[
 /// Features saying a catalog owns the table's commits: nothing but the catalog may write.
 const CATALOG_FEATURES: &[&str] = &["catalogManaged", "catalogOwned-preview"];
 
-/// Table property that turns in-commit timestamps on.
-const IN_COMMIT_TIMESTAMPS_PROPERTY: &str = "delta.enableInCommitTimestamps";
-
 /// Highest protocol versions the Delta kernel in deltalake 1.1.x understands.
 const MAX_READER_VERSION: i32 = 3;
 const MAX_WRITER_VERSION: i32 = 7;
-
-/// The protocol facts of a table, as recorded in its log.
-#[derive(Debug, Clone, Serialize)]
-pub struct TableProtocol {
-    /// The table uri.
-    pub table: String,
-    pub min_reader_version: i32,
-    pub min_writer_version: i32,
-    /// Explicit reader features (reader version 3).
-    pub reader_features: Vec<String>,
-    /// Explicit writer features (writer version 7).
-    pub writer_features: Vec<String>,
-    /// The table's configuration (`delta.*` properties and others).
-    pub properties: HashMap<String, String>,
-    pub partition_columns: Vec<String>,
-}
-
-impl TableProtocol {
-    /// Reads the protocol facts of a loaded table.
-    pub fn of(uri: &str, table: &DeltaTable) -> Result<TableProtocol, DeltaError> {
-        let state = table
-            .snapshot()
-            .map_err(|err| DeltaError::delta(uri, "reading the table protocol", err))?;
-        TableProtocol::of_snapshot(uri, state.snapshot())
-    }
-
-    /// Reads the protocol facts of a snapshot: the one place protocol and table properties are
-    /// parsed; every caller asks the methods below.
-    pub(crate) fn of_snapshot(
-        uri: &str,
-        snapshot: &EagerSnapshot,
-    ) -> Result<TableProtocol, DeltaError> {
-        // Protocol's feature enum is internal to the kernel; its serde form is the log's own.
-        let protocol =
-            serde_json::to_value(snapshot.protocol()).map_err(|err| DeltaError::Internal {
-                table: uri.to_owned(),
-                reason: format!("protocol action does not serialize: {err}"),
-            })?;
-        let features = |key: &str| -> Vec<String> {
-            protocol
-                .get(key)
-                .and_then(Value::as_array)
-                .map(|arr| {
-                    arr.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let version = |key: &str| -> i32 {
-            protocol
-                .get(key)
-                .and_then(Value::as_i64)
-                .and_then(|v| i32::try_from(v).ok())
-                .unwrap_or(i32::MAX)
-        };
-        let metadata = snapshot.metadata();
-        Ok(TableProtocol {
-            table: uri.to_owned(),
-            min_reader_version: version("minReaderVersion"),
-            min_writer_version: version("minWriterVersion"),
-            reader_features: features("readerFeatures"),
-            writer_features: features("writerFeatures"),
-            properties: metadata.configuration().clone(),
-            partition_columns: metadata.partition_columns().to_vec(),
-        })
-    }
-
-    /// Whether a reader feature is in force (listed, or implied by a legacy reader version).
-    pub fn supports_reader_feature(&self, feature: &str) -> bool {
-        self.effective_reader_features().contains(feature)
-    }
-
-    /// Whether a writer feature is in force (listed, or implied by a legacy writer version).
-    pub fn supports_writer_feature(&self, feature: &str) -> bool {
-        self.effective_writer_features().contains(feature)
-    }
-
-    /// Whether a boolean table property is set to `true` (case-insensitively, as Delta reads it).
-    fn property_is_true(&self, key: &str) -> bool {
-        self.properties
-            .get(key)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    }
-
-    /// True when the table may hold deletion vectors.
-    pub fn deletion_vectors_enabled(&self) -> bool {
-        self.supports_reader_feature("deletionVectors")
-            || self.supports_writer_feature("deletionVectors")
-            || self.property_is_true("delta.enableDeletionVectors")
-    }
-
-    /// Whether the table records in-commit timestamps (`delta.enableInCommitTimestamps`): every
-    /// commit must then carry one, first.
-    pub fn in_commit_timestamps(&self) -> bool {
-        self.property_is_true(IN_COMMIT_TIMESTAMPS_PROPERTY)
-    }
-
-    /// Whether the table supports row tracking: every added file needs row ids.
-    pub fn row_tracking_supported(&self) -> bool {
-        self.supports_writer_feature("rowTracking")
-    }
-
-    /// Reader features in force, including those implied by a legacy reader version.
-    fn effective_reader_features(&self) -> BTreeSet<String> {
-        let mut set: BTreeSet<String> = self.reader_features.iter().cloned().collect();
-        if self.min_reader_version == 2 {
-            set.insert("columnMapping".into());
-        }
-        set
-    }
-
-    /// Writer features in force, including those implied by a legacy writer version
-    /// (protocol table "Writer Version Requirements").
-    fn effective_writer_features(&self) -> BTreeSet<String> {
-        let mut set: BTreeSet<String> = self.writer_features.iter().cloned().collect();
-        let implied: &[&str] = match self.min_writer_version {
-            2 => &["appendOnly", "invariants"],
-            3 => &["appendOnly", "invariants", "checkConstraints"],
-            4 => &[
-                "appendOnly",
-                "invariants",
-                "checkConstraints",
-                "changeDataFeed",
-                "generatedColumns",
-            ],
-            5 => &[
-                "appendOnly",
-                "invariants",
-                "checkConstraints",
-                "changeDataFeed",
-                "generatedColumns",
-                "columnMapping",
-            ],
-            6 => &[
-                "appendOnly",
-                "invariants",
-                "checkConstraints",
-                "changeDataFeed",
-                "generatedColumns",
-                "columnMapping",
-                "identityColumns",
-            ],
-            _ => &[],
-        };
-        set.extend(implied.iter().map(|f| (*f).to_owned()));
-        set
-    }
-
-    /// The IcebergCompat version in force (`delta.enableIcebergCompatV1`/`V2`, with its
-    /// feature supported): a UniForm table whose files Iceberg readers also read.
-    pub fn iceberg_compat(&self) -> Option<u8> {
-        [(2, "icebergCompatV2"), (1, "icebergCompatV1")]
-            .into_iter()
-            .find(|(version, feature)| {
-                self.supports_writer_feature(feature)
-                    && self.property_is_true(&format!("delta.enableIcebergCompatV{version}"))
-            })
-            .map(|(version, _)| version)
-    }
-
-    /// Whether the files must also hold the partition columns' values:
-    /// `materializePartitionColumns`, or IcebergCompat (Iceberg readers read partition values
-    /// from the files).
-    pub fn materializes_partition_columns(&self) -> bool {
-        self.supports_writer_feature("materializePartitionColumns")
-            || self.iceberg_compat().is_some()
-    }
-
-    /// Whether UniForm generates Iceberg metadata for the table
-    /// (`delta.universalFormat.enabledFormats` names `iceberg`).
-    pub fn uniform_iceberg(&self) -> bool {
-        self.properties
-            .get("delta.universalFormat.enabledFormats")
-            .is_some_and(|formats| {
-                formats
-                    .split(',')
-                    .any(|f| f.trim().eq_ignore_ascii_case("iceberg"))
-            })
-    }
-
-    /// Whether the table uses liquid clustering (writer feature `clustering`, or Databricks
-    /// Runtime 13's `liquid`): its clustering columns are its layout.
-    pub fn clustered(&self) -> bool {
-        self.supports_writer_feature("clustering") || self.supports_writer_feature("liquid")
-    }
-}
 
 /// Refuses `op` on a table this crate cannot maintain safely; `Ok(())` means go ahead.
 ///
@@ -336,18 +143,20 @@ pub fn check_maintainable(protocol: &TableProtocol, op: Operation) -> Result<(),
             "the table needs reader features deltalake 1.1.2 does not support".into(),
         ));
     }
-    let unreadable_data: Vec<String> = protocol
+    let widened: Vec<String> = protocol
         .effective_reader_features()
         .into_iter()
         .filter(|f| DATA_READER_FEATURES.contains(&f.as_str()))
         .collect();
-    if op.rewrites() && !unreadable_data.is_empty() {
+    let rows_kept =
+        protocol.deletion_vectors_enabled() || protocol.property_is_true("delta.enableRowTracking");
+    if op.rewrites() && !widened.is_empty() && rows_kept {
         return Err(refuse(
-            unreadable_data,
-            "type widening: files written before a column was widened hold its older type, \
-             and a rewrite must read them and convert every value to the current type; \
-             deltalake 1.1.3's scan refuses the feature, so the table cannot be rewritten. \
-             VACUUM and checkpoints, which read only the log, still run"
+            widened,
+            "type widening with deletion vectors or row tracking: a rewrite converts the older \
+             files' values itself (deltalake 1.1.3's scan refuses the feature), and that read \
+             applies no deletion vector and carries no row id; VACUUM and checkpoints, which \
+             read only the log, still run"
                 .into(),
         ));
     }
@@ -545,7 +354,7 @@ mod tests {
         let supported = protocol(2, 7, &[], &["columnMapping", "icebergCompatV1"], &[]);
         assert_eq!(supported.iceberg_compat(), None);
 
-        // type widening: the log is enough for VACUUM and checkpoints, a rewrite is refused
+        // type widening: every operation; with deletion vectors, rewrites are refused
         let widened = protocol(
             3,
             7,
@@ -559,7 +368,17 @@ mod tests {
             &[("delta.enableTypeWidening", "true")],
         );
         for op in Operation::ALL {
-            let result = check_maintainable(&widened, op);
+            assert!(check_maintainable(&widened, op).is_ok(), "{op}");
+        }
+        let with_vectors = protocol(
+            3,
+            7,
+            &["typeWidening", "deletionVectors"],
+            &["typeWidening", "deletionVectors"],
+            &[],
+        );
+        for op in Operation::ALL {
+            let result = check_maintainable(&with_vectors, op);
             if op.rewrites() {
                 let err = result.expect_err("a rewrite is refused");
                 assert!(err.to_string().contains("type widening"), "{err}");

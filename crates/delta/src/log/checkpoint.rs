@@ -33,7 +33,7 @@ use futures::{StreamExt, TryStreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::integrity::ensure_log_sound;
 use crate::log::integrity::{plan_cleanup, CleanupBounds, CleanupPlan};
 use crate::log::read::{commits_since, last_checkpoint, list_log, read_commit, LogListing};

@@ -43,7 +43,7 @@ use uuid::Uuid;
 
 use crate::error::DeltaError;
 use crate::features::collations::{collated_columns, withhold_bounds};
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::path::decode_path;
 use crate::log::read::{
     high_water_mark_of, num_records_of, read_commit, Commit, ROW_TRACKING_DOMAIN,

@@ -26,7 +26,7 @@ use deltalake::DeltaTable;
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::history::CommitRecord;
 use crate::log::iceberg::{iceberg_view, IcebergView};
 use crate::log::read::{commits_after, commits_since, last_checkpoint, LastCheckpoint};

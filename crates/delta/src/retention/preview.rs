@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::checkpoint::oldest_in_window;
 use crate::log::integrity::{plan_cleanup, CleanupBounds};
 use crate::log::read::{last_checkpoint, list_log, read_commit, LogListing};

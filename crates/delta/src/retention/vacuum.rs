@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::commit::{write_commit, CommitRules, LogCommit};
 use crate::log::path::decode_path;
 use crate::log::read::{list_log, read_commit, LOG_READ_CONCURRENCY};

@@ -282,6 +282,11 @@ impl BinContext {
         if bin.files.iter().any(|f| f.has_deletion_vector) {
             return Ok(Rewrite::Decode("a file carries a deletion vector".into()));
         }
+        if crate::rewrite::widened::needs_widened_scan(&self.uri, &self.snapshot)? {
+            return Ok(Rewrite::Decode(
+                "type widening: files of older types are converted to the current ones".into(),
+            ));
+        }
         if crate::rewrite::row_ids::row_tracking(&self.uri, &self.snapshot)?.is_some() {
             return Ok(Rewrite::Decode(
                 "row tracking: the rows' ids are written into the new file".into(),

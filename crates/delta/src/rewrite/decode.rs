@@ -24,7 +24,7 @@ use futures::StreamExt;
 use indexmap::IndexMap;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::commit::{write_commit, CommitRules, Landed, LogCommit};
 use crate::rewrite::column_mapping::{is_mapped, PhysicalNames};
 use crate::rewrite::content::{Hashed, LogValues, Strictness, Tally};

@@ -15,7 +15,7 @@ use deltalake::DeltaTable;
 use serde_json::Value;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::read::{ordered_partition_values, partition_key};
 use crate::prepare::Prepared;
 use crate::rewrite::plan::{unclustered, PartitionScope, Plan};

@@ -18,7 +18,8 @@
 //! - [`tasks`]: one job's rewrite cut into tasks any replica runs, each committing its own
 //!   files through the same scoped rewrite;
 //! - at the bottom, the plain types every layer shares ([`plan`]), the file selection
-//!   ([`select`]) and the rewrite scan ([`scan`]).
+//!   ([`select`]) and the rewrite scan ([`scan`]; on a table with type widening, which
+//!   deltalake's scan refuses, [`widened`]).
 //!
 //! This module only declares; the items live in the files.
 
@@ -46,5 +47,6 @@ pub(crate) mod select;
 pub(crate) mod shape;
 pub(crate) mod splice;
 pub(crate) mod tasks;
+pub(crate) mod widened;
 pub(crate) mod zkey;
 pub(crate) mod zorder;

@@ -2,7 +2,8 @@
 //! deltalake's deletion-vector-aware scan (`DeltaScanNext` with a file selection: partition
 //! columns filled in, deleted rows left out, a column-mapped table's physical columns read by
 //! their logical names). Every rewrite reads its inputs here; nothing here decodes Parquet or
-//! deletion vectors itself.
+//! deletion vectors itself. A table with type widening is read by
+//! [`crate::rewrite::widened`] instead.
 
 use std::sync::Arc;
 
@@ -26,6 +27,10 @@ pub(crate) async fn scan(
     paths: Vec<String>,
     in_order: bool,
 ) -> Result<(SchemaRef, SendableRecordBatchStream), DeltaError> {
+    if crate::rewrite::widened::needs_widened_scan(uri, snapshot)? {
+        // deltalake's scan refuses type widening; that scan reads files in order anyway
+        return crate::rewrite::widened::scan(uri, log_store, snapshot, paths).await;
+    }
     let context = if in_order {
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1))
     } else {

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use delta_kernel::object_store::{ObjectStoreExt as _, WriteMultipart};
-use deltalake::parquet::arrow::async_reader::MetadataFetch;
+use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use deltalake::parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
 use deltalake::parquet::column::writer::ColumnCloseResult;
 use deltalake::parquet::errors::ParquetError;
 use deltalake::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
@@ -66,6 +67,7 @@ pub(crate) async fn read_footer(
             Ranges {
                 store,
                 path: path.clone(),
+                size,
             },
             size,
         )
@@ -76,10 +78,39 @@ pub(crate) async fn read_footer(
     })
 }
 
-/// Byte ranges of one file, as the footer reader asks for them.
-struct Ranges {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
+/// Byte ranges of one file of `size` bytes, read through the table's store: what the footer
+/// reader asks for, and what the widened scan ([`crate::rewrite::widened`]) decodes.
+pub(crate) struct Ranges {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: Path,
+    pub size: u64,
+}
+
+impl AsyncFileReader for Ranges {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
+        self.fetch(range)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let ranges = Ranges {
+                store: Arc::clone(&self.store),
+                path: self.path.clone(),
+                size: self.size,
+            };
+            let metadata = ParquetMetaDataReader::new()
+                .load_and_finish(ranges, self.size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
 }
 
 impl MetadataFetch for Ranges {

@@ -13,7 +13,7 @@ use tablekeeper_vocab::{Compression, Operation};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DeltaError;
-use crate::features::maintainable::TableProtocol;
+use crate::features::protocol::TableProtocol;
 use crate::log::read::{ordered_partition_values, partition_key, read_commits};
 use crate::prepare::Prepared;
 use crate::rewrite::plan::PartitionScope;
