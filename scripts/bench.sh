@@ -541,9 +541,12 @@ if probe and pyprobe:
 fleet = load("fleet.json")
 if fleet:
     sizes = fleet["sizes"]
-    summary["fleet"] = [{"tables": s["tables"], "rss_settled_mb": s["replica"]["rss_settled_mb"]} for s in sizes]
+    summary["fleet"] = [{"tables": s["tables"], "rss_settled_mb": s["replica"]["rss_settled_mb"], "rss_quiet_mb": s["replica"].get("rss_quiet_mb")} for s in sizes]
     biggest = sizes[-1]
-    goals[f"idle RSS <= 150 MB at {biggest['tables']} tables"] = biggest["replica"]["rss_settled_mb"] <= 150
+    # idle: once the first round's tail is done; a replica that never became quiet is judged
+    # by the higher of its two figures
+    idle_rss = lambda r: r["rss_quiet_mb"] if r.get("quiet_after_round_seconds") is not None else max(r["rss_settled_mb"], r.get("rss_quiet_mb", 0))
+    goals[f"idle RSS <= 150 MB at {biggest['tables']} tables"] = idle_rss(biggest["replica"]) <= 150
     replicas = fleet.get("replicas", 1)
     print(f"| fleet, {replicas} replica(s) (figures of the first) | " + " | ".join(f"{s['tables']:,} tables" for s in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
@@ -553,7 +556,8 @@ if fleet:
     row("start to 'tablekeeper started' (schedules registered)", lambda s: f"{s['replica']['started_log_seconds']:.2f} s")
     row("start to every table probed", lambda s: f"{s['replica']['first_probe_round_seconds']:.1f} s")
     row("RSS at ready", lambda s: f"{s['replica']['rss_ready_mb']:.0f} MB")
-    row("idle RSS (settled)", lambda s: f"{s['replica']['rss_settled_mb']:.0f} MB")
+    row("RSS settled (5 s after the round)", lambda s: f"{s['replica']['rss_settled_mb']:.0f} MB")
+    row("idle RSS (quiet: under 5% of a core for 2 s)", lambda s: f"{s['replica']['rss_quiet_mb']:.0f} MB, quiet {s['replica']['quiet_after_round_seconds']:.0f} s after settling" if s['replica'].get('quiet_after_round_seconds') is not None else f"{s['replica']['rss_quiet_mb']:.0f} MB, never quiet")
     if replicas > 1:
         row("idle RSS of each replica", lambda s: ", ".join(f"{m:.0f}" for m in s['replica']['rss_settled_mb_per_replica']) + " MB")
     row("peak RSS", lambda s: f"{s['replica']['rss_peak_mb']:.0f} MB")

@@ -262,7 +262,7 @@ impl Metrics {
         self.tables.update(name, |row| {
             row.owner = Some(spec.owner.clone());
             row.erasure_deadline_seconds = spec.retention.erasure_deadline.map(|d| d.as_secs_f64());
-            row.operations.retain(|op, _| spec.operation_enabled(*op));
+            row.operations.retain(|op| spec.operation_enabled(op));
         });
         for op in Operation::SCHEDULED {
             if !spec.operation_enabled(op) {
@@ -280,7 +280,7 @@ impl Metrics {
     /// of a table without deletion vectors), so it never looks stale or failing.
     pub(crate) fn hide_operation(&self, table: &str, op: Operation) {
         self.tables.update_existing(table, |row| {
-            row.operations.remove(&op);
+            row.operations.remove(op);
         });
     }
 
@@ -346,7 +346,7 @@ impl Metrics {
     /// streak (a series only while there is one; the rule fires on >= 3).
     pub(crate) fn set_operation(&self, table: &str, op: Operation, figures: OperationFigures) {
         self.tables.update(table, |row| {
-            row.operations.entry(op).or_default().update(figures);
+            row.operations.entry(op).update(figures);
         });
     }
 

@@ -13,8 +13,8 @@ use crate::shared::Shared;
 const PROBE_CONCURRENCY: usize = 8;
 
 /// Probes every table whose probe is due, [`PROBE_CONCURRENCY`] at a time, and records what
-/// the probes read ([`crate::schedule::record`]).
-pub async fn probe_due(rt: &Shared) {
+/// the probes read ([`crate::schedule::record`]). Returns how many were due.
+pub async fn probe_due(rt: &Shared) -> usize {
     let (inventory, due) = rt.fleet.due_for_probe();
     futures::stream::iter(due.iter().filter_map(|&i| inventory.tables.get(i)))
         .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
@@ -24,6 +24,7 @@ pub async fn probe_due(rt: &Shared) {
             }
         })
         .await;
+    due.len()
 }
 
 /// Probes every table, [`PROBE_CONCURRENCY`] at a time, without recording anything (for

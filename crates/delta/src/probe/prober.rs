@@ -571,10 +571,11 @@ struct FirstCheck {
 #[derive(Debug)]
 struct Tracked {
     /// `None` once unloaded to stay under the cap; reopened at the next probe. Its snapshot
-    /// may be older than `live` (see [`Live`]).
-    table: Option<DeltaTable>,
+    /// may be older than `live` (see [`Live`]). Boxed, as `live` is: most of a large fleet is
+    /// unloaded, and an unloaded table then costs a pointer, not the structs' inline size.
+    table: Option<Box<DeltaTable>>,
     /// `None` while `table` is.
-    live: Option<Live>,
+    live: Option<Box<Live>>,
     /// Commits read while catching up and not yet taken into the history.
     fresh: Vec<Commit>,
     /// The log read at first sight beside the load, until the history takes it.
@@ -875,8 +876,8 @@ impl Tracked {
                 ..FirstHistory::start(uri, &table)
             });
         }
-        self.live = Some(live);
-        self.table = Some(table);
+        self.live = Some(Box::new(live));
+        self.table = Some(Box::new(table));
         self.fresh.clear();
         Ok(())
     }
@@ -891,7 +892,8 @@ impl Tracked {
         uri: &str,
         history_slots: Option<&Arc<tokio::sync::Semaphore>>,
     ) -> Result<(), DeltaError> {
-        let (Some(table), Some(live)) = (self.table.as_mut(), self.live.as_mut()) else {
+        let (Some(table), Some(live)) = (self.table.as_deref_mut(), self.live.as_deref_mut())
+        else {
             return self.load(uri, history_slots).await;
         };
         let versions = commits_after(table.object_store().as_ref(), uri, live.version).await?;
@@ -933,11 +935,11 @@ impl Tracked {
 /// The loaded table with its snapshot at `version` (updated if older): a re-probe moves only
 /// the probe's own files forward ([`Live`]).
 async fn table_at<'t>(
-    table: &'t mut Option<DeltaTable>,
+    table: &'t mut Option<Box<DeltaTable>>,
     uri: &str,
     version: u64,
 ) -> Result<&'t DeltaTable, DeltaError> {
-    let table = table.as_mut().ok_or_else(|| not_loaded(uri))?;
+    let table = table.as_deref_mut().ok_or_else(|| not_loaded(uri))?;
     if crate::open::loaded_version(uri, table)? < version {
         table
             .update_incremental(Some(version))
@@ -1243,7 +1245,7 @@ async fn read_history(
     let watching = tracked.presence_ok_at.is_some() || tracked.first_check.is_some();
     let mut history_from = None;
     if tracked.history.scanned_to.is_none() {
-        let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
+        let table = tracked.table.as_deref().ok_or_else(|| not_loaded(uri))?;
         let first = match tracked.whole_log.take() {
             Some(first) => first,
             None => FirstHistory::start(uri, table),
@@ -1374,7 +1376,7 @@ async fn damage_check(
             }
         }
     } else if !added.is_empty() {
-        let table = tracked.table.as_ref().ok_or_else(|| not_loaded(uri))?;
+        let table = tracked.table.as_deref().ok_or_else(|| not_loaded(uri))?;
         if let Err(err) =
             crate::probe::presence::ensure_files_present(table, uri, &added, files.len()).await
         {

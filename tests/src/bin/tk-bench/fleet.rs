@@ -14,6 +14,9 @@
 //!   (`tablekeeper_table_version` series count; replicas share the probing);
 //! - RSS at ready and after settling (after the first probe round and a pause), peak RSS,
 //!   and CPU used while idle (the first replica's; settled RSS and idle CPU of each);
+//! - RSS once idle: after the settle window, when the first replica has used under 5% of a
+//!   core for 2 s (the history reads and damage checks left from the first round are done),
+//!   and how long after the settle window that came;
 //! - `/metrics` scrape time (median of 5) and size, as plain text and as Prometheus fetches
 //!   it (gzip: the bytes on the wire);
 //! - the dashboard's front page and one table's page: time (median of 5) and size;
@@ -54,6 +57,27 @@ fn poll_interval(tables: usize) -> Duration {
 
 /// Scrapes of `/metrics` per size (the median is reported).
 const SCRAPES: usize = 5;
+
+/// A replica is quiet when it used under this share of a core over [`QUIET_WINDOW`].
+const QUIET_CPU_SHARE: f64 = 0.05;
+const QUIET_WINDOW: Duration = Duration::from_secs(2);
+/// Longest wait for a replica to become quiet after the settle window, per 1,000 tables.
+const QUIET_TIMEOUT_PER_1000: Duration = Duration::from_secs(30);
+
+/// Waits until `pid` uses under [`QUIET_CPU_SHARE`] of a core over one [`QUIET_WINDOW`], at
+/// most `timeout`; returns the seconds waited, `None` when it never became quiet.
+async fn wait_quiet(pid: u32, timeout: Duration) -> Option<f64> {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        let before = cpu_seconds(pid)?;
+        tokio::time::sleep(QUIET_WINDOW).await;
+        let used = cpu_seconds(pid)? - before;
+        if used < QUIET_CPU_SHARE * QUIET_WINDOW.as_secs_f64() {
+            return Some(secs(started));
+        }
+    }
+    None
+}
 
 pub async fn bench_fleet(args: &Args) -> Result<Value> {
     let dir = args.dir.as_deref().context("fleet needs --dir DIR")?;
@@ -349,6 +373,17 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
         .iter()
         .map(|p| proc_status_kb(&p.to_string(), "VmRSS").unwrap_or(0) as f64 / 1024.0)
         .collect();
+    // "settled" above is taken while the first round's tail (the history reads and damage
+    // checks left beside the probes) may still run; idle is when that work is done
+    let quiet = wait_quiet(
+        pids[0],
+        QUIET_TIMEOUT_PER_1000 * u32::try_from(n / 1000 + 1)?,
+    )
+    .await;
+    let rss_quiet_mb: Vec<f64> = pids
+        .iter()
+        .map(|p| proc_status_kb(&p.to_string(), "VmRSS").unwrap_or(0) as f64 / 1024.0)
+        .collect();
 
     let mut scrape_secs = Vec::new();
     let mut metrics_bytes = 0;
@@ -446,6 +481,9 @@ async fn run_replicas(run: &Run<'_>, database_url: &str) -> Result<Value> {
         "rss_ready_mb": rss_ready_kb as f64 / 1024.0,
         "rss_settled_mb": rss_settled_mb[0],
         "rss_settled_mb_per_replica": rss_settled_mb,
+        "rss_quiet_mb": rss_quiet_mb[0],
+        "rss_quiet_mb_per_replica": rss_quiet_mb,
+        "quiet_after_round_seconds": quiet,
         "rss_peak_mb": rss_peak_kb as f64 / 1024.0,
         "idle_cpu_seconds": cpu_idle[0],
         "idle_cpu_seconds_per_replica": cpu_idle,
