@@ -2,7 +2,8 @@
 //! real binary on a real Postgres:
 //!
 //! - **CPU**: a compaction, then a Z-order, one at a time, then a compaction and a Z-order
-//!   side by side, then two VACUUMs side by side, in one daemon that probes only at its
+//!   side by side (again on two more tables when a loaded machine ran them one after the
+//!   other), then two VACUUMs side by side, in one daemon that probes only at its
 //!   start: the jobs' reported `cpu_seconds` against the CPU the daemon's process used
 //!   meanwhile (`/proc/PID/stat`, what `getrusage` reports), less its idle rate.
 //! - **Consistency**: two replicas share the jobs (a split compaction's tasks run on both);
@@ -124,9 +125,9 @@ async fn a_job_reports_the_cpu_its_process_used_for_it() {
     let _serial = serial().await;
     let db = TestDatabase::create().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let names = ["a", "b", "c", "d"];
+    let names = ["a", "b", "c", "d", "e", "f"];
     let paths: Vec<PathBuf> = names.iter().map(|n| dir.path().join(n)).collect();
-    for (path, partitions) in paths.iter().zip([2, 1, 2, 1]) {
+    for (path, partitions) in paths.iter().zip([2, 1, 2, 1, 2, 1]) {
         table(path, partitions).await;
     }
     let tables: Vec<(&str, &Path)> = names
@@ -157,70 +158,98 @@ async fn a_job_reports_the_cpu_its_process_used_for_it() {
 
     // one job at a time: the job's CPU against its process's over the job; then a compaction
     // and a Z-order side by side, and two VACUUMs side by side, against their sum
-    let phases: [&[(&str, &str)]; 4] = [
-        &[("a", "compact")],
-        &[("b", "zorder")],
-        &[("c", "compact"), ("d", "zorder")],
-        &[("a", "vacuum"), ("c", "vacuum")],
-    ];
     let mut lines = Vec::new();
-    for phase in phases {
-        let started = std::time::Instant::now();
-        let before = process_cpu(daemon.pid());
-        let mut jobs = Vec::new();
-        for (table, operation) in phase {
-            jobs.push(trigger(&daemon.base_url, table, operation).await.unwrap());
-        }
-        wait_succeeded(&pool, &jobs, &[&daemon]).await;
-        // the probe after each job (its `outcome`, counted as the table's probes) ends
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let process = process_cpu(daemon.pid()) - before - idle * started.elapsed().as_secs_f64();
-        let mut reported = 0.0;
-        for job in &jobs {
-            let result = result_of(&pool, *job).await;
-            assert!(
-                result["cost"]["wall_seconds"].as_f64().unwrap() > 0.0,
-                "{result:#}"
-            );
-            assert!(
-                result["cost"]["requests"]["get"].as_u64().unwrap() > 0,
-                "{result:#}"
-            );
-            assert_eq!(result["owner"], "fault-suite", "{result:#}");
-            reported += result["cost"]["cpu_seconds"].as_f64().unwrap();
-        }
-        let name = phase
-            .iter()
-            .map(|(t, o)| format!("{o} {t}"))
-            .collect::<Vec<_>>()
-            .join(" + ");
-        lines.push(format!(
-            "{name}: jobs {reported:.3} s, their process {process:.3} s (idle {idle:.3} s/s)"
-        ));
-        // 10%, and 50 ms: the process's clock ticks are 10 ms, and it also ran the probes
-        // after the jobs and its bookkeeping around them
-        assert!(
-            (reported - process).abs() <= 0.10 * process + 0.05,
-            "{name}: the jobs reported {reported:.3} CPU-seconds, their process used \
-             {process:.3}\n{}\n{}",
-            lines.join("\n"),
-            daemon.log()
-        );
+    for alone in [("a", "compact"), ("b", "zorder")] {
+        measure_phase(&daemon, &pool, idle, &[alone], &mut lines).await;
     }
-    let overlap: bool = sqlx::query_scalar(
-        "SELECT a.started_at < b.finished_at AND b.started_at < a.finished_at \
-         FROM jobs a, jobs b WHERE a.id = 3 AND b.id = 4",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    // side by side: on a loaded machine the first may end before the second is claimed; then
+    // the pair is tried again on two more tables
+    let mut side_by_side = false;
+    for pair in [
+        [("c", "compact"), ("d", "zorder")],
+        [("e", "compact"), ("f", "zorder")],
+    ] {
+        let jobs = measure_phase(&daemon, &pool, idle, &pair, &mut lines).await;
+        side_by_side = overlapped(&pool, jobs[0], jobs[1]).await;
+        if side_by_side {
+            break;
+        }
+    }
     assert!(
-        overlap,
-        "the compaction and the Z-order ran one after the other\n{}",
+        side_by_side,
+        "the compaction and the Z-order ran one after the other, twice\n{}",
         daemon.log()
     );
+    let vacuums = [("a", "vacuum"), ("c", "vacuum")];
+    measure_phase(&daemon, &pool, idle, &vacuums, &mut lines).await;
     eprintln!("{}", lines.join("\n"));
     stop_all(&mut [daemon], Duration::from_secs(60)).unwrap();
+}
+
+/// Triggers `phase`'s jobs at once and checks that the CPU they reported matches what their
+/// process used meanwhile (less its `idle` rate); adds a line to `lines`, returns the jobs.
+async fn measure_phase(
+    daemon: &Daemon,
+    pool: &sqlx::PgPool,
+    idle: f64,
+    phase: &[(&str, &str)],
+    lines: &mut Vec<String>,
+) -> Vec<i64> {
+    let started = std::time::Instant::now();
+    let before = process_cpu(daemon.pid());
+    let mut jobs = Vec::new();
+    for (table, operation) in phase {
+        jobs.push(trigger(&daemon.base_url, table, operation).await.unwrap());
+    }
+    wait_succeeded(pool, &jobs, &[daemon]).await;
+    // the probe after each job (its `outcome`, counted as the table's probes) ends
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let process = process_cpu(daemon.pid()) - before - idle * started.elapsed().as_secs_f64();
+    let mut reported = 0.0;
+    for job in &jobs {
+        let result = result_of(pool, *job).await;
+        assert!(
+            result["cost"]["wall_seconds"].as_f64().unwrap() > 0.0,
+            "{result:#}"
+        );
+        assert!(
+            result["cost"]["requests"]["get"].as_u64().unwrap() > 0,
+            "{result:#}"
+        );
+        assert_eq!(result["owner"], "fault-suite", "{result:#}");
+        reported += result["cost"]["cpu_seconds"].as_f64().unwrap();
+    }
+    let name = phase
+        .iter()
+        .map(|(t, o)| format!("{o} {t}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    lines.push(format!(
+        "{name}: jobs {reported:.3} s, their process {process:.3} s (idle {idle:.3} s/s)"
+    ));
+    // 10%, and 50 ms: the process's clock ticks are 10 ms, and it also ran the probes
+    // after the jobs and its bookkeeping around them
+    assert!(
+        (reported - process).abs() <= 0.10 * process + 0.05,
+        "{name}: the jobs reported {reported:.3} CPU-seconds, their process used \
+         {process:.3}\n{}\n{}",
+        lines.join("\n"),
+        daemon.log()
+    );
+    jobs
+}
+
+/// Whether jobs `a` and `b` ran at the same time for a while.
+async fn overlapped(pool: &sqlx::PgPool, a: i64, b: i64) -> bool {
+    sqlx::query_scalar(
+        "SELECT a.started_at < b.finished_at AND b.started_at < a.finished_at \
+         FROM jobs a, jobs b WHERE a.id = $1 AND b.id = $2",
+    )
+    .bind(a)
+    .bind(b)
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 /// The value of the series of `name` whose labels include every one of `labels` (written
