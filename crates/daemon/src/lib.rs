@@ -41,8 +41,6 @@ pub fn main() -> ExitCode {
         Command::Schema => return commands::schema::run(),
         _ => {}
     }
-    // before the runtime starts its threads: arenas are made as threads first allocate
-    replica::memory::cap_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

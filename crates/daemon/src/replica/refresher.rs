@@ -24,10 +24,8 @@ pub(crate) async fn refresher(rt: Arc<Shared>) {
     let gauges_every = Duration::from_secs(5).min(rt.config.probe_interval);
     let mut health_recorded = None;
     let mut probe_costs = super::cost_flush::Pending::default();
-    let mut trim = super::memory::Trim::default();
     loop {
-        let probed = crate::schedule::probes::probe_due(&rt).await;
-        trim.after_round(probed).await;
+        crate::schedule::probes::probe_due(&rt).await;
         refresh_store_gauges(&rt).await;
         crate::metrics::publish::all(&rt.metrics, &rt.fleet, Utc::now());
         super::fleet_health::record(&rt, &mut health_recorded).await;

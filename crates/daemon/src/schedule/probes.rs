@@ -2,8 +2,6 @@
 //! ([`crate::schedule::record`]). The refresher runs a round every few seconds; `plan` probes
 //! the whole fleet once without recording.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use futures::StreamExt;
 
 use crate::fleet::Fleet;
@@ -15,24 +13,17 @@ use crate::shared::Shared;
 const PROBE_CONCURRENCY: usize = 8;
 
 /// Probes every table whose probe is due, [`PROBE_CONCURRENCY`] at a time, and records what
-/// the probes read ([`crate::schedule::record`]). Returns how many it probed (fewer than were
-/// due when shutdown began during the round).
-pub async fn probe_due(rt: &Shared) -> usize {
+/// the probes read ([`crate::schedule::record`]).
+pub async fn probe_due(rt: &Shared) {
     let (inventory, due) = rt.fleet.due_for_probe();
-    let probed = AtomicUsize::new(0);
     futures::stream::iter(due.iter().filter_map(|&i| inventory.tables.get(i)))
-        .for_each_concurrent(PROBE_CONCURRENCY, |spec| {
-            let probed = &probed;
-            async move {
-                // a round in progress at shutdown finishes the probes it started, no more
-                if !rt.stopping() {
-                    let _ = crate::schedule::record::probe(rt, spec).await;
-                    probed.fetch_add(1, Ordering::Relaxed);
-                }
+        .for_each_concurrent(PROBE_CONCURRENCY, |spec| async move {
+            // a round in progress at shutdown finishes the probes it started, no more
+            if !rt.stopping() {
+                let _ = crate::schedule::record::probe(rt, spec).await;
             }
         })
         .await;
-    probed.into_inner()
 }
 
 /// Probes every table, [`PROBE_CONCURRENCY`] at a time, without recording anything (for
