@@ -1,6 +1,6 @@
 //! The `tablekeeper` binary; everything lives in the library so tests can reach it. It owns
 //! the process's allocator: jemalloc, configured so a replica's resident memory follows what
-//! it holds (BENCHMARKS.md, "Idle RSS at 10,000 tables: jemalloc").
+//! it holds (BENCHMARKS.md, "Idle RSS at 10,000 tables: jemalloc with two arenas").
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
