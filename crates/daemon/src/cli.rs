@@ -142,6 +142,22 @@ pub enum ReportCommand {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// The maintenance budget per window: its budget and mode, what the jobs started in it
+    /// spent, how many ran, how many waited (or in shadow mode would have) and the longest
+    /// wait; read from the job store.
+    Budget {
+        /// Daemon config file: its `database_url`.
+        #[arg(long, short, conflicts_with = "database_url")]
+        config: Option<PathBuf>,
+        /// The job store to read (default: the config's, else TABLEKEEPER_DATABASE_URL).
+        #[arg(long)]
+        database_url: Option<String>,
+        /// The period: a duration back from now (`7d`, `36h`) or an RFC 3339 time.
+        #[arg(long, default_value = "7d")]
+        since: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

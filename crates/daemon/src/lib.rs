@@ -113,6 +113,23 @@ pub fn main() -> ExitCode {
                 })
                 .await
             }
+            Command::Report {
+                report:
+                    cli::ReportCommand::Budget {
+                        config,
+                        database_url,
+                        since,
+                        format,
+                    },
+            } => {
+                commands::report::budget(commands::report::BudgetRequest {
+                    config: config.as_deref(),
+                    database_url,
+                    since: &since,
+                    format,
+                })
+                .await
+            }
             Command::Demo {
                 dir,
                 listen,

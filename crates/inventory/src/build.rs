@@ -67,6 +67,10 @@ pub(crate) fn build_table(
         },
         readers: draft.readers.clone(),
         paused: own.paused.unwrap_or(false),
+        importance: own
+            .importance
+            .or(fleet.importance)
+            .unwrap_or(defaults::IMPORTANCE),
         max_attempts: own
             .max_attempts
             .or(fleet.max_attempts)

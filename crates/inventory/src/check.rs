@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use chrono_tz::Tz;
 
+use crate::budget::{read_budget, BudgetDraft};
 use crate::compression::read_compression;
 use crate::error::Problem;
 use crate::keep::{read_clones, read_pins};
-use crate::model::{LogStore, Operation, Pin, Reader, RewriteOwner, Topology};
+use crate::model::{Importance, LogStore, Operation, Pin, Reader, RewriteOwner, Topology};
 use crate::schedule::Schedule;
 use crate::tree::{Loc, Node, Value};
 use crate::values::{self, TablePath};
@@ -23,7 +24,7 @@ use crate::walk::{
 };
 
 /// Keys of a file in the list shape.
-pub(crate) const FILE_KEYS: &[&str] = &["defaults", "tables"];
+pub(crate) const FILE_KEYS: &[&str] = &["defaults", "budget", "tables"];
 /// Keys of a table.
 pub(crate) const TABLE_KEYS: &[&str] = &[
     "name",
@@ -65,6 +66,7 @@ pub(crate) const READER_KEYS: &[&str] = &["name", "engine", "version", "max_quer
 /// Keys of a table's `maintenance:` block.
 pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
     "paused",
+    "importance",
     "auto_repair",
     "timezone",
     "max_attempts",
@@ -78,6 +80,7 @@ pub(crate) const MAINTENANCE_KEYS: &[&str] = &[
 ];
 /// Keys of the `defaults:` block: the maintenance keys that make sense fleet-wide.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
+    "importance",
     "auto_repair",
     "timezone",
     "max_attempts",
@@ -130,6 +133,7 @@ const TABLE_ELSEWHERE: &[(&str, &str)] = &[
     ("erasure_deadline", "write it under `retention:`"),
     ("features", "write it under `protocol:`"),
     ("paused", "write it under `maintenance:`"),
+    ("importance", "write it under `maintenance:`"),
     ("timezone", "write it under `maintenance:`"),
     ("max_attempts", "write it under `maintenance:`"),
     ("timeout", "write it under `maintenance:`"),
@@ -148,6 +152,11 @@ const TABLE_ELSEWHERE: &[(&str, &str)] = &[
     (
         "defaults",
         "a file holds either `defaults:` + `tables:` or a single table, not both",
+    ),
+    (
+        "budget",
+        "the budget is fleet-wide: write it at the top of a file that holds `tables:` \
+         (one file of the inventory), not inside a table",
     ),
 ];
 
@@ -182,6 +191,11 @@ const OP_ELSEWHERE: &[(&str, &str)] = &[
         "max_attempts",
         "write it one level up, under `maintenance:` or `defaults:`",
     ),
+    (
+        "importance",
+        "importance is per table, not per operation: write it one level up, under \
+         `maintenance:` or `defaults:`",
+    ),
 ];
 
 /// What one file says.
@@ -189,6 +203,8 @@ const OP_ELSEWHERE: &[(&str, &str)] = &[
 pub(crate) struct FileDraft {
     /// The `defaults:` block and the location of its key.
     pub defaults: Option<(Settings, Loc)>,
+    /// The `budget:` block and the location of its key.
+    pub budget: Option<(BudgetDraft, Loc)>,
     pub tables: Vec<TableDraft>,
 }
 
@@ -196,6 +212,7 @@ pub(crate) struct FileDraft {
 #[derive(Debug, Default)]
 pub(crate) struct Settings {
     pub paused: Option<bool>,
+    pub importance: Option<Importance>,
     pub auto_repair: Option<bool>,
     pub timezone: Option<Tz>,
     pub max_attempts: Option<u32>,
@@ -334,13 +351,20 @@ pub(crate) fn check_file(
     ) else {
         return draft;
     };
-    if let Some(node) = block.node("defaults") {
-        let key_loc = entries
+    let key_loc = |key: &str, node: &Node| {
+        entries
             .iter()
-            .find(|e| e.key.as_deref() == Some("defaults"))
-            .map_or(node.loc, |e| e.key_loc);
+            .find(|e| e.key.as_deref() == Some(key))
+            .map_or(node.loc, |e| e.key_loc)
+    };
+    if let Some(node) = block.node("defaults") {
         if let Some(settings) = check_settings(&mut ctx, node, "defaults", false) {
-            draft.defaults = Some((settings, key_loc));
+            draft.defaults = Some((settings, key_loc("defaults", node)));
+        }
+    }
+    if let Some(node) = block.node("budget") {
+        if let Some(budget) = read_budget(&mut ctx, node, "budget") {
+            draft.budget = Some((budget, key_loc("budget", node)));
         }
     }
     if let Some(node) = block.node("tables") {
@@ -778,6 +802,12 @@ fn check_settings(
     )?;
     let mut settings = Settings {
         paused: block.read(ctx, "paused", read_bool).get().copied(),
+        importance: block
+            .read(ctx, "importance", |ctx, node, field| {
+                read_choice(ctx, node, field, &Importance::ALL.map(|i| (i.as_str(), i)))
+            })
+            .get()
+            .copied(),
         auto_repair: block.read(ctx, "auto_repair", read_bool).get().copied(),
         timezone: block.read(ctx, "timezone", read_timezone).get().copied(),
         max_attempts: block

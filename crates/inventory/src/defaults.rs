@@ -72,6 +72,20 @@ pub const AUTO_REPAIR: bool = true;
 /// Optimized writes are a writer setting; tablekeeper assumes none unless declared.
 pub const OPTIMIZE_WRITE: bool = false;
 
+/// `maintenance.importance`: a table matters as much as any other unless declared.
+pub const IMPORTANCE: crate::model::Importance = crate::model::Importance::Normal;
+
+/// `budget.window`: an hour (DESIGN.md, "Budget (contract)"), long enough for a large
+/// compaction to fit inside one window, short enough that a deferral waits at most that.
+pub const BUDGET_WINDOW: Duration = Duration::from_secs(HOUR);
+/// The shortest `budget.window`, one minute (the floor the inventory contract sets): most
+/// maintenance jobs run longer than that, and a window that ends long before the jobs it
+/// admitted can no longer bound what they spend.
+pub const MIN_BUDGET_WINDOW: Duration = Duration::from_secs(60);
+/// `budget.mode`: shadow (DESIGN.md, "Budget (contract)"), so a new budget shows what it
+/// would defer before it defers anything.
+pub const BUDGET_MODE: crate::model::BudgetMode = crate::model::BudgetMode::Shadow;
+
 #[cfg(test)]
 mod tests {
     use super::*;

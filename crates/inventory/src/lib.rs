@@ -11,13 +11,15 @@
 //!    `Spanned` gives every node its line and column); only YAML syntax errors stop a file.
 //! 2. `check`: the tree is walked against the inventory's shape into drafts, reporting
 //!    unknown keys (with "did you mean"), wrong types and bad values (`values`, `schedule`).
-//! 3. `load` and `build`: rules across files (one `defaults:`, unique names and paths) and
-//!    across keys of one table (retention floor, Z-order columns, S3 multi-writer log store),
-//!    then defaults are merged: table, then `defaults:`, then [`defaults`].
+//! 3. `load` and `build`: rules across files (one `defaults:` and one `budget:`, unique names
+//!    and paths, budget owners that own tables) and across keys of one table (retention
+//!    floor, Z-order columns, S3 multi-writer log store), then defaults are merged: table,
+//!    then `defaults:`, then [`defaults`].
 //!
 //! Any problem makes the whole load fail with [`LoadError::Invalid`]; a daemon keeps its
 //! last good inventory in that case.
 
+mod budget;
 mod build;
 mod check;
 mod compression;
@@ -36,9 +38,9 @@ use std::path::{Path, PathBuf};
 
 pub use error::{LoadError, Problem, ScheduleError};
 pub use model::{
-    CheckpointSpec, CompactionSpec, Inventory, Layout, LogStore, Operation, OverwriteWindow, Pin,
-    PinAt, ProtocolSpec, PurgeSpec, Reader, Retention, RewriteOwner, SourceRef, TableSpec,
-    Topology, VacuumSpec, Writers, ZorderSpec,
+    Budget, BudgetMode, CheckpointSpec, CompactionSpec, Importance, Inventory, Layout, LogStore,
+    Operation, OverwriteWindow, Pin, PinAt, ProtocolSpec, PurgeSpec, Reader, Retention,
+    RewriteOwner, SourceRef, TableSpec, Topology, VacuumSpec, Writers, ZorderSpec,
 };
 pub use schedule::Schedule;
 pub use values::{parse_duration, parse_size};
@@ -52,7 +54,7 @@ impl Inventory {
 
     /// Loads several files and directories as one inventory (`tablekeeper validate
     /// PATH...`): names and paths must be unique across all of them and only one file may
-    /// hold `defaults:`.
+    /// hold `defaults:` (or `budget:`).
     pub fn load_paths(paths: &[PathBuf]) -> Result<Inventory, LoadError> {
         load::load_paths(paths)
     }
@@ -64,7 +66,7 @@ impl Inventory {
 }
 
 /// The JSON Schema (draft 2020-12) of one inventory file, in either shape: `tables:` with
-/// optional `defaults:`, or a single table. Editors use it for completion and hints;
+/// optional `defaults:` and `budget:`, or a single table. Editors use it for completion and hints;
 /// `tablekeeper schema` prints it.
 pub fn json_schema() -> serde_json::Value {
     raw::json_schema()

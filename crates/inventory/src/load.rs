@@ -1,5 +1,6 @@
 //! Reading an inventory from disk: which files, in which order, and the rules that compare
-//! files and tables with each other (one `defaults:` block, unique names, unique paths).
+//! files and tables with each other (one `defaults:` block, one `budget:` block, unique names,
+//! unique paths, budget owners that own tables).
 //!
 //! A path is a file or a directory. In a directory every `*.yaml` and `*.yml` file directly
 //! inside it is read (not sub-directories), in byte order of the file names; names starting
@@ -18,8 +19,9 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use crate::budget::check_owners;
 use crate::build::build_table;
-use crate::check::{check_file, FileDraft, Settings};
+use crate::check::{check_file, FileDraft};
 use crate::error::{LoadError, Problem};
 use crate::model::Inventory;
 use crate::tree::{self, Loc};
@@ -59,8 +61,30 @@ pub(crate) fn check_texts(files: &[(PathBuf, String)]) -> Result<Inventory, Load
         }
     }
 
-    let fleet = single_defaults(files, &drafts, &mut problems);
+    let fleet = single_block(
+        files,
+        &drafts,
+        "defaults",
+        |d| d.defaults.as_ref(),
+        &mut problems,
+    )
+    .map(|(_, settings)| settings);
+    let budget = single_block(
+        files,
+        &drafts,
+        "budget",
+        |d| d.budget.as_ref(),
+        &mut problems,
+    );
     check_unique_tables(&drafts, &mut problems);
+    if let Some((file, budget)) = budget {
+        let owners: Vec<Option<&str>> = drafts
+            .iter()
+            .flat_map(|d| &d.tables)
+            .map(|t| t.owner.get().map(String::as_str))
+            .collect();
+        check_owners(file, budget, &owners, &mut problems);
+    }
 
     let mut tables = Vec::new();
     for table in drafts.iter().flat_map(|d| &d.tables) {
@@ -77,31 +101,34 @@ pub(crate) fn check_texts(files: &[(PathBuf, String)]) -> Result<Inventory, Load
     Ok(Inventory {
         tables,
         sources: files.iter().map(|(file, _)| file.clone()).collect(),
+        budget: budget.and_then(|(_, draft)| draft.budget.clone()),
     })
 }
 
-/// The one `defaults:` block of the inventory; every further one is a problem naming the
-/// first.
-fn single_defaults<'d>(
-    files: &[(PathBuf, String)],
+/// The one `key:` block of the inventory (`defaults:`, `budget:`) and the file it is in; every
+/// further one is a problem naming the first.
+fn single_block<'d, T>(
+    files: &'d [(PathBuf, String)],
     drafts: &'d [FileDraft],
+    key: &str,
+    block: impl Fn(&'d FileDraft) -> Option<&'d (T, Loc)>,
     problems: &mut Vec<Problem>,
-) -> Option<&'d Settings> {
-    let mut first: Option<(&Path, Loc, &'d Settings)> = None;
+) -> Option<(&'d Path, &'d T)> {
+    let mut first: Option<(&Path, Loc, &'d T)> = None;
     for ((file, _), draft) in files.iter().zip(drafts) {
-        let Some((settings, loc)) = &draft.defaults else {
+        let Some((value, loc)) = block(draft) else {
             continue;
         };
         match first {
-            None => first = Some((file, *loc, settings)),
+            None => first = Some((file, *loc, value)),
             Some((first_file, first_loc, _)) => problems.push(problem(
                 file,
                 *loc,
                 None,
-                Some("defaults"),
+                Some(key),
                 format!(
-                    "a second `defaults:` block; the first is at {}:{}:{}. Only one file of an \
-                     inventory may hold `defaults:`: merge the two blocks into one",
+                    "a second `{key}:` block; the first is at {}:{}:{}. Only one file of an \
+                     inventory may hold `{key}:`: merge the two blocks into one",
                     first_file.display(),
                     first_loc.line,
                     first_loc.column
@@ -109,7 +136,7 @@ fn single_defaults<'d>(
             )),
         }
     }
-    first.map(|(_, _, settings)| settings)
+    first.map(|(file, _, value)| (file, value))
 }
 
 /// Names and paths must be unique across the whole inventory; each later entry is reported

@@ -5,6 +5,7 @@
 //! [`TableSpec`] always holds a valid schedule, a supported path and a retention window that
 //! passed the safety rules. This module must never parse YAML or apply defaults itself.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +25,9 @@ pub struct Inventory {
     pub tables: Vec<TableSpec>,
     /// The files read, in the order they were read.
     pub sources: Vec<PathBuf>,
+    /// What maintenance may spend per window (the top-level `budget:` block); `None`: no
+    /// bound.
+    pub budget: Option<Budget>,
 }
 
 impl Inventory {
@@ -61,6 +65,9 @@ pub struct TableSpec {
     pub readers: Vec<Reader>,
     /// When true, nothing is scheduled for the table.
     pub paused: bool,
+    /// How much the table's maintenance matters when a budget forces a choice
+    /// (`maintenance.importance`); the weight each level carries is the planner's.
+    pub importance: Importance,
     /// Attempts per job before it is marked failed.
     pub max_attempts: u32,
     /// Longest one attempt may run.
@@ -114,6 +121,48 @@ impl TableSpec {
             Operation::Purge => Some(&self.purge.schedule),
             Operation::Repair => None,
         }
+    }
+}
+
+/// The top-level `budget:` block: what budgeted maintenance may spend, fleet-wide, per
+/// window (DESIGN.md, "Budget (contract)"). Validated: `window` is at least a minute,
+/// `cpu_seconds` and every owner cap are positive and finite, no cap exceeds `cpu_seconds`,
+/// and every capped owner owns a table of the inventory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Budget {
+    /// The accounting window; the budget refills at each window's start.
+    #[serde(serialize_with = "serialize_duration")]
+    pub window: Duration,
+    /// CPU-seconds per window for budgeted work, across all replicas.
+    pub cpu_seconds: f64,
+    /// Caps per owner (the tables' `owner`), CPU-seconds per window, each inside
+    /// `cpu_seconds`; an owner not listed has no cap of its own.
+    pub owners: BTreeMap<String, f64>,
+    /// Whether the budget defers work or only records what it would defer.
+    pub mode: BudgetMode,
+}
+
+tablekeeper_vocab::closed_set! {
+    /// What a budget does to work past it (`budget.mode`).
+    pub enum BudgetMode as "budget mode" {
+        /// Nothing changes: every due job runs, and the plan records what `enforce` would
+        /// have deferred (the default, to see a budget's effect before it bites).
+        Shadow => "shadow",
+        /// Due work past the window's budget is deferred, best benefit per cost first.
+        Enforce => "enforce",
+    }
+}
+
+tablekeeper_vocab::closed_set! {
+    /// How much a table's maintenance matters when a budget forces a choice
+    /// (`maintenance.importance`). A level, not a number: the planner owns the weights.
+    pub enum Importance as "importance" {
+        /// Maintained first when the budget runs short.
+        High => "high",
+        /// The default.
+        Normal => "normal",
+        /// Deferred first when the budget runs short.
+        Low => "low",
     }
 }
 
@@ -386,5 +435,20 @@ mod tests {
             serde_json::to_string(&LogStore::Dynamodb).unwrap(),
             "\"dynamodb\""
         );
+    }
+
+    #[test]
+    fn budget_mode_and_importance_use_their_words() {
+        assert_eq!(
+            serde_json::to_string(&BudgetMode::Enforce).unwrap(),
+            "\"enforce\""
+        );
+        assert_eq!(BudgetMode::Shadow.to_string(), "shadow");
+        for importance in Importance::ALL {
+            assert_eq!(
+                serde_json::to_string(&importance).unwrap(),
+                format!("\"{}\"", importance.as_str())
+            );
+        }
     }
 }

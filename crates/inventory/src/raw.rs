@@ -15,13 +15,14 @@
 #![allow(dead_code)]
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 
 use tablekeeper_vocab::Codec;
 
-use crate::model::{LogStore, RewriteOwner, Topology};
+use crate::model::{BudgetMode, Importance, LogStore, RewriteOwner, Topology};
 
 /// One tablekeeper inventory file: either a list of tables with optional defaults, or a
 /// single table (one table per file keeps inventory pull requests free of conflicts).
@@ -29,8 +30,8 @@ use crate::model::{LogStore, RewriteOwner, Topology};
 #[serde(untagged)]
 #[schemars(title = "tablekeeper inventory file")]
 pub(crate) enum InventoryFile {
-    /// A list of tables under `tables:`, with an optional `defaults:` block (one per
-    /// inventory).
+    /// A list of tables under `tables:`, with optional `defaults:` and `budget:` blocks (each
+    /// in one file of the inventory only).
     Tables(Box<TablesFile>),
     /// A single table.
     Table(Box<TableEntry>),
@@ -43,14 +44,40 @@ pub(crate) struct TablesFile {
     /// Settings merged under every table's own `maintenance:` settings, field by field.
     /// Allowed in one file only across the whole inventory.
     pub defaults: Option<DefaultsEntry>,
+    /// What budgeted maintenance may spend per window, fleet-wide (all replicas): the planner
+    /// ranks due maintenance by benefit per cost within it. Allowed in one file only across
+    /// the whole inventory. Optional: no budget by default.
+    pub budget: Option<BudgetEntry>,
     /// The tables.
     pub tables: Option<Vec<TableEntry>>,
+}
+
+/// The fleet's maintenance budget.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BudgetEntry {
+    /// The accounting window; the budget refills at each window's start. At least `1m`.
+    /// Default `1h`.
+    pub window: Option<DurationText>,
+    /// CPU-seconds budgeted maintenance may spend per window across all replicas, e.g.
+    /// `3600` (one core for an hour). Required.
+    pub cpu_seconds: CpuSeconds,
+    /// Caps per owner (a table's `owner`), CPU-seconds per window, each at most
+    /// `cpu_seconds`, e.g. `{ finance: 600 }`. Every owner named must own a table. Owners
+    /// not listed have no cap of their own.
+    pub owners: Option<BTreeMap<String, CpuSeconds>>,
+    /// `shadow` (default: nothing changes, the plan records what `enforce` would defer) or
+    /// `enforce` (due work past the budget is deferred).
+    pub mode: Option<BudgetMode>,
 }
 
 /// Fleet-wide defaults for table maintenance.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DefaultsEntry {
+    /// How much a table's maintenance matters when a budget forces a choice: `high`,
+    /// `normal` or `low`. Default `normal`.
+    pub importance: Option<Importance>,
     /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
     /// Default true.
     pub auto_repair: Option<bool>,
@@ -266,6 +293,10 @@ pub(crate) struct ProtocolEntry {
 pub(crate) struct MaintenanceEntry {
     /// When true, nothing is scheduled for the table. Default false.
     pub paused: Option<bool>,
+    /// How much the table's maintenance matters when a budget forces a choice: `high`,
+    /// `normal` or `low` (weights its benefit in the planner's ranking). Default: `defaults:`,
+    /// else `normal`.
+    pub importance: Option<Importance>,
     /// Repair stale writes automatically (a `repair` job as soon as a probe finds one).
     /// Default true.
     pub auto_repair: Option<bool>,
@@ -411,6 +442,26 @@ text_leaf!(TimezoneText, "Timezone", {
     "examples": ["UTC", "Europe/Berlin", "America/New_York"]
 });
 
+/// A positive number of CPU-seconds, whole or decimal.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct CpuSeconds(pub f64);
+
+impl JsonSchema for CpuSeconds {
+    fn schema_name() -> Cow<'static, str> {
+        Cow::Borrowed("CpuSeconds")
+    }
+
+    fn json_schema(_generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "number",
+            "description": "CPU-seconds per budget window: a positive number, whole or decimal.",
+            "exclusiveMinimum": 0,
+            "examples": [3600, 600, 0.5]
+        })
+    }
+}
+
 /// A size: text with a unit or a number of bytes.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -480,6 +531,7 @@ mod tests {
         let schema = json_schema();
         for (def, keys) in [
             ("TablesFile", check::FILE_KEYS),
+            ("BudgetEntry", crate::budget::BUDGET_KEYS),
             ("TableEntry", check::TABLE_KEYS),
             ("DefaultsEntry", check::DEFAULTS_KEYS),
             ("WritersEntry", check::WRITERS_KEYS),

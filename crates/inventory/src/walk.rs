@@ -332,6 +332,58 @@ pub(crate) fn read_count(
     u64::try_from(n).ok()
 }
 
+/// A finite number above 0, whole or decimal; `why_positive` says what 0 would mean and
+/// what to write instead.
+pub(crate) fn read_positive_number(
+    ctx: &mut Ctx<'_>,
+    node: &Node,
+    field: &str,
+    why_positive: &str,
+) -> Option<f64> {
+    let n = match &node.value {
+        // i128 to f64 rounds past 2^53, far beyond any budget
+        Value::Int(n) => *n as f64,
+        Value::Float(x) => *x,
+        Value::Str(s) => {
+            ctx.error(
+                node.loc,
+                field,
+                format!(
+                    "expected a number, found the string `{s}`: write the number without quotes"
+                ),
+            );
+            return None;
+        }
+        other => {
+            ctx.error(
+                node.loc,
+                field,
+                format!("expected a number, found {}", other.kind()),
+            );
+            return None;
+        }
+    };
+    // the YAML reader already refuses `.inf` and `.nan`; checked again so that a NaN, which
+    // compares false with everything, can never pass as positive
+    if !n.is_finite() {
+        ctx.error(
+            node.loc,
+            field,
+            format!("{n} is not a finite number: write a number such as `600` or `0.5`"),
+        );
+        return None;
+    }
+    if n <= 0.0 {
+        ctx.error(
+            node.loc,
+            field,
+            format!("{n} is not positive: {why_positive}"),
+        );
+        return None;
+    }
+    Some(n)
+}
+
 /// A list of strings; each element keeps its location. Repeated elements are reported.
 pub(crate) fn read_string_list(
     ctx: &mut Ctx<'_>,

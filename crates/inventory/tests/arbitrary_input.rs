@@ -10,6 +10,7 @@ use tablekeeper_inventory::{Inventory, LoadError};
 const VALID: &str = "defaults:
   timezone: UTC
   compaction: { schedule: \"0 2 * * *\", target_file_size: 512MiB }
+budget: { window: 1h, cpu_seconds: 3600, owners: { data-platform: 600 }, mode: shadow }
 tables:
   - name: silver.events
     path: s3://lake/silver/events
@@ -22,6 +23,7 @@ tables:
       deleted_file_retention: 7d
       log_retention: interval 30 days
     maintenance:
+      importance: high
       compaction: { enabled: true, schedule: \"0 */6 * * *\" }
       vacuum: { full_every: 2 }
 ";

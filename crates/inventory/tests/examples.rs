@@ -85,14 +85,30 @@ fn schema_rejects_unknown_keys_and_bad_shapes() {
         r#"{"name": "a", "path": "/a", "owner": "x", "layout": {"zorder": "x"}}"#,
         r#"{"name": "a", "path": "/a", "owner": "x", "retention": {"log_retention": "thirty"}}"#,
         r#"{"defaults": {"paused": true}}"#,
+        r#"{"name": "a", "path": "/a", "owner": "x", "maintenance": {"importance": "urgent"}}"#,
+        r#"{"defaults": {"importance": 1}}"#,
+        r#"{"tables": [], "budget": {"window": "1h"}}"#,
+        r#"{"tables": [], "budget": {"cpu_seconds": 0}}"#,
+        r#"{"tables": [], "budget": {"cpu_seconds": "3600"}}"#,
+        r#"{"tables": [], "budget": {"cpu_seconds": 60, "owners": {"finance": -1}}}"#,
+        r#"{"tables": [], "budget": {"cpu_seconds": 60, "mode": "enforced"}}"#,
+        r#"{"tables": [], "budget": {"cpu_seconds": 60, "cpu_second": 60}}"#,
+        r#"{"name": "a", "path": "/a", "owner": "x", "budget": {"cpu_seconds": 60}}"#,
     ];
     for text in bad {
         let instance: Value = serde_json::from_str(text).expect("test json");
         assert!(!validator.is_valid(&instance), "schema accepted {text}");
     }
-    let good: Value =
-        serde_json::from_str(r#"{"name": "a", "path": "/a", "owner": "x"}"#).expect("json");
-    assert!(validator.is_valid(&good));
+    let good = [
+        r#"{"name": "a", "path": "/a", "owner": "x"}"#,
+        r#"{"name": "a", "path": "/a", "owner": "x", "maintenance": {"importance": "high"}}"#,
+        r#"{"defaults": {"importance": "low"}, "budget": {"cpu_seconds": 0.5}}"#,
+        r#"{"tables": [], "budget": {"window": "1h", "cpu_seconds": 3600, "owners": {"finance": 600}, "mode": "enforce"}}"#,
+    ];
+    for text in good {
+        let instance: Value = serde_json::from_str(text).expect("test json");
+        assert!(validator.is_valid(&instance), "schema rejected {text}");
+    }
     assert!(validator.is_valid(&Value::Null), "an empty file is valid");
 }
 
@@ -113,6 +129,13 @@ fn schema_describes_its_keys() {
         ("OverwritesEntry", "duration"),
         ("MaintenanceEntry", "auto_repair"),
         ("DefaultsEntry", "auto_repair"),
+        ("TablesFile", "budget"),
+        ("BudgetEntry", "window"),
+        ("BudgetEntry", "cpu_seconds"),
+        ("BudgetEntry", "owners"),
+        ("BudgetEntry", "mode"),
+        ("MaintenanceEntry", "importance"),
+        ("DefaultsEntry", "importance"),
     ] {
         let property = &defs[def]["properties"][key];
         let description = property["description"].as_str().unwrap_or_default();

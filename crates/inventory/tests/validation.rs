@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tablekeeper_inventory::{
-    Inventory, LoadError, LogStore, Operation, PinAt, Problem, RewriteOwner, Topology,
+    BudgetMode, Importance, Inventory, LoadError, LogStore, Operation, PinAt, Problem,
+    RewriteOwner, Topology,
 };
 
 /// Joins lines with `\n`, so that line N of the inventory is `lines[N - 1]`.
@@ -1729,5 +1730,356 @@ fn layout_compression_names_a_codec_and_a_level_in_its_range() {
         T,
         Some("layout.compression"),
         "expected a codec",
+    );
+}
+
+// ---- budget and importance ----
+
+/// Two tables (owners `data-platform` and `finance`), then `budget:` with `lines` under it
+/// (indented 2 spaces): line 8 is `budget:`, `lines[0]` is line 9.
+fn budget_with(lines: &[&str]) -> String {
+    let mut all = vec![
+        "tables:",
+        "  - name: silver.events",
+        "    path: s3://lake/silver/events",
+        "    owner: data-platform",
+        "  - name: gold.ledger",
+        "    path: /data/gold/ledger",
+        "    owner: finance",
+        "budget:",
+    ];
+    all.extend_from_slice(lines);
+    yaml(&all)
+}
+
+#[test]
+fn a_budget_is_read_with_its_defaults() {
+    let inv = valid(&budget_with(&[
+        "  window: 30m",
+        "  cpu_seconds: 1800.5",
+        "  owners: { finance: 600, data-platform: 0.25 }",
+        "  mode: enforce",
+    ]));
+    let budget = inv.budget.expect("a budget");
+    assert_eq!(budget.window, Duration::from_secs(30 * 60));
+    assert_eq!(budget.cpu_seconds, 1800.5);
+    assert_eq!(
+        budget.owners.into_iter().collect::<Vec<_>>(),
+        [
+            ("data-platform".to_string(), 0.25),
+            ("finance".to_string(), 600.0)
+        ]
+    );
+    assert_eq!(budget.mode, BudgetMode::Enforce);
+
+    let only_cpu = valid(&budget_with(&["  cpu_seconds: 3600"]));
+    let budget = only_cpu.budget.expect("a budget");
+    assert_eq!(
+        budget.window,
+        Duration::from_secs(3600),
+        "default window 1h"
+    );
+    assert_eq!(budget.cpu_seconds, 3600.0);
+    assert!(budget.owners.is_empty());
+    assert_eq!(budget.mode, BudgetMode::Shadow, "default mode");
+    assert_eq!(budget.mode.as_str(), "shadow");
+
+    assert_eq!(valid(&table_with(&[])).budget, None, "no budget by default");
+}
+
+#[test]
+fn a_budget_needs_cpu_seconds_and_positive_figures() {
+    let problems = problems_of(&budget_with(&["  window: 1h"]));
+    expect(
+        &problems,
+        9,
+        3,
+        None,
+        Some("budget.cpu_seconds"),
+        "missing required key `cpu_seconds`",
+    );
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let problems = problems_of(&budget_with(&[
+        "  cpu_seconds: 0",
+        "  owners: { finance: -5 }",
+    ]));
+    expect(
+        &problems,
+        9,
+        16,
+        None,
+        Some("budget.cpu_seconds"),
+        "0 is not positive",
+    );
+    expect(
+        &problems,
+        10,
+        22,
+        None,
+        Some("budget.owners.finance"),
+        "-5 is not positive",
+    );
+    let problems = problems_of(&budget_with(&["  cpu_seconds: \"3600\"", "  window: 30s"]));
+    expect(
+        &problems,
+        9,
+        16,
+        None,
+        Some("budget.cpu_seconds"),
+        "without quotes",
+    );
+    expect(
+        &problems,
+        10,
+        11,
+        None,
+        Some("budget.window"),
+        "at least `1m`",
+    );
+    // the YAML reader refuses `.inf` and `.nan` itself, at the value
+    let problems = problems_of(&budget_with(&["  cpu_seconds: .inf"]));
+    expect(&problems, 9, 16, None, None, "non-finite");
+}
+
+#[test]
+fn an_owner_cap_above_the_fleet_budget_names_both_figures() {
+    let problems = problems_of(&budget_with(&[
+        "  cpu_seconds: 600",
+        "  owners:",
+        "    finance: 900",
+    ]));
+    let p = expect(
+        &problems,
+        11,
+        14,
+        None,
+        Some("budget.owners.finance"),
+        "900 CPU-seconds",
+    );
+    assert!(p.message.contains("(600)"), "{p}");
+    assert_eq!(
+        p.to_string(),
+        format!(
+            "inv.yaml:11:14: error: `budget.owners.finance`: {}",
+            p.message
+        )
+    );
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    // a cap equal to the fleet budget is allowed
+    valid(&budget_with(&[
+        "  cpu_seconds: 600",
+        "  owners: { finance: 600 }",
+    ]));
+}
+
+#[test]
+fn unknown_keys_in_a_budget_with_did_you_mean() {
+    let problems = problems_of(&budget_with(&[
+        "  cpu_second: 3600",
+        "  colour: blue",
+        "  importance: high",
+    ]));
+    expect(
+        &problems,
+        9,
+        3,
+        None,
+        Some("budget.cpu_second"),
+        "did you mean `cpu_seconds`?",
+    );
+    expect(
+        &problems,
+        10,
+        3,
+        None,
+        Some("budget.colour"),
+        "allowed keys are window, cpu_seconds, owners, mode",
+    );
+    expect(
+        &problems,
+        11,
+        3,
+        None,
+        Some("budget.importance"),
+        "under a table's `maintenance:`",
+    );
+    let problems = problems_of(&table_with(&["    budget: { cpu_seconds: 1 }"]));
+    expect(&problems, 5, 5, T, Some("budget"), "fleet-wide");
+}
+
+#[test]
+fn a_budget_owner_must_own_a_table() {
+    let problems = problems_of(&budget_with(&[
+        "  cpu_seconds: 3600",
+        "  owners:",
+        "    finanse: 600",
+        "    marketing: 60",
+        "    finance: 60",
+    ]));
+    expect(
+        &problems,
+        11,
+        5,
+        None,
+        Some("budget.owners.finanse"),
+        "no table of the inventory has owner `finanse`",
+    );
+    expect(
+        &problems,
+        11,
+        5,
+        None,
+        Some("budget.owners.finanse"),
+        "did you mean `finance`?",
+    );
+    let far = expect(
+        &problems,
+        12,
+        5,
+        None,
+        Some("budget.owners.marketing"),
+        "no table of the inventory has owner `marketing`",
+    );
+    assert!(!far.message.contains("did you mean"), "{far}");
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+}
+
+#[test]
+fn a_bad_budget_mode_lists_the_modes() {
+    let problems = problems_of(&budget_with(&["  cpu_seconds: 3600", "  mode: enforced"]));
+    let p = expect(
+        &problems,
+        10,
+        9,
+        None,
+        Some("budget.mode"),
+        "did you mean `enforce`?",
+    );
+    assert!(
+        p.message.contains("allowed values are shadow, enforce"),
+        "{p}"
+    );
+}
+
+#[test]
+fn a_second_budget_block_names_both_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = write(
+        dir.path(),
+        "a.yaml",
+        &yaml(&[
+            "budget: { cpu_seconds: 3600 }",
+            "tables:",
+            "  - { name: t, path: /data/t, owner: o }",
+        ]),
+    );
+    // a file may hold only `budget:`, as it may hold only `defaults:`
+    let b = write(
+        dir.path(),
+        "b.yaml",
+        &yaml(&["# the fleet budget", "budget:", "  cpu_seconds: 60"]),
+    );
+    let problems = match Inventory::load_paths(&[a.clone(), b.clone()]) {
+        Err(LoadError::Invalid(problems)) => problems,
+        other => panic!("expected problems, got {other:?}"),
+    };
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert_eq!((p.file.as_path(), p.line, p.column), (b.as_path(), 2, 1));
+    assert_eq!(p.field.as_deref(), Some("budget"));
+    assert!(p.message.contains(&format!("{}:1:1", a.display())), "{p}");
+    assert!(p.message.contains("second `budget:` block"), "{p}");
+}
+
+#[test]
+fn a_budget_in_a_file_without_tables_caps_owners_of_other_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "a.yaml",
+        &yaml(&["name: ledger", "path: /data/ledger", "owner: finance"]),
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        &yaml(&["budget: { cpu_seconds: 3600, owners: { finance: 600 } }"]),
+    );
+    let inv = Inventory::load(dir.path()).expect("valid");
+    let budget = inv.budget.expect("a budget");
+    assert_eq!(budget.owners.get("finance"), Some(&600.0));
+    assert_eq!(inv.tables.len(), 1);
+}
+
+#[test]
+fn importance_comes_from_the_table_then_defaults_then_normal() {
+    assert_eq!(
+        valid(&table_with(&[])).tables[0].importance,
+        Importance::Normal
+    );
+    let own = valid(&table_with(&["    maintenance: { importance: high }"]));
+    assert_eq!(own.tables[0].importance, Importance::High);
+    let fleet = valid(&yaml(&[
+        "defaults:",
+        "  importance: low",
+        "tables:",
+        "  - { name: a, path: /data/a, owner: o }",
+        "  - { name: b, path: /data/b, owner: o, maintenance: { importance: high } }",
+    ]));
+    assert_eq!(fleet.tables[0].importance, Importance::Low, "from defaults");
+    assert_eq!(
+        fleet.tables[1].importance,
+        Importance::High,
+        "the table wins"
+    );
+    assert_eq!(fleet.tables[0].importance.to_string(), "low");
+}
+
+#[test]
+fn a_bad_importance_lists_the_levels() {
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      importance: urgent",
+    ]));
+    let p = expect(
+        &problems,
+        6,
+        19,
+        T,
+        Some("maintenance.importance"),
+        "unknown value `urgent`",
+    );
+    assert!(
+        p.message.contains("allowed values are high, normal, low"),
+        "{p}"
+    );
+    let problems = problems_of(&yaml(&["defaults: { importance: hihg }", "tables: []"]));
+    expect(
+        &problems,
+        1,
+        25,
+        None,
+        Some("defaults.importance"),
+        "did you mean `high`?",
+    );
+    let problems = problems_of(&table_with(&["    importance: high"]));
+    expect(
+        &problems,
+        5,
+        5,
+        T,
+        Some("importance"),
+        "under `maintenance:`",
+    );
+    let problems = problems_of(&table_with(&[
+        "    maintenance:",
+        "      compaction: { importance: low }",
+    ]));
+    expect(
+        &problems,
+        6,
+        21,
+        T,
+        Some("maintenance.compaction.importance"),
+        "not per operation",
     );
 }

@@ -49,7 +49,8 @@ pub(crate) struct Statements {
     /// 1 table, 2 operation. Job columns of the queued job.
     pub select_queued: &'static str,
     /// The best due job whose key is free (locked, skipping rows other claimers hold,
-    /// where the database has row locks). 1 ids to skip. Column `id`.
+    /// where the database has row locks). 1 ids to skip, 2 whether only jobs a budget round
+    /// admitted (`budget_class` set) may be claimed. Column `id`.
     pub claim_candidate: &'static str,
     /// Takes the running-key slot. 1 id, 2 worker, 3 token, 4 lease. Column `attempt`.
     pub claim_update: &'static str,
@@ -177,6 +178,36 @@ pub(crate) struct Statements {
     /// `put_requests`, `list_requests`, `head_requests`, `delete_requests`, `bytes_read`,
     /// `bytes_written`, summed over replicas per table, owner and day.
     pub probe_costs: &'static str,
+    /// Serialises budget rounds across replicas until the transaction ends (Postgres: an
+    /// advisory lock; SQLite: its write transaction already does). No arguments.
+    pub budget_lock: &'static str,
+    /// The due queued jobs a budget round ranks. Columns `id`, `table_name`, `operation`,
+    /// `trigger`, `created_at`, `estimate`, oldest first.
+    pub budget_queued: &'static str,
+    /// 1 window start, 2 window end. Columns `owner` (the estimate's) and `cpu_micros`: what
+    /// the jobs a round admitted within the budget (`budget_class = 'budget'`) and started
+    /// in the window spent, measured for finished jobs, estimated for the others, per owner.
+    pub budget_spent: &'static str,
+    /// 1 verdicts (JSON array of `{id, class, reason, note}`). Writes each queued job's
+    /// verdict; `deferred_at` is set the first time it is deferred.
+    pub budget_verdicts: &'static str,
+    /// 1 window start, 2 window end, 3 limit (CPU microseconds), 4 mode. Upserts the window.
+    pub budget_window: &'static str,
+    /// 1 window start, 2 mode, 3 deferrals (JSON array of `{id, table, operation, reason,
+    /// rank, ranked}`). One row per job and window, the rank updated.
+    pub budget_deferrals: &'static str,
+    /// 1 job id, 2 estimate (JSON). The estimate of a queued job.
+    pub set_estimate: &'static str,
+    /// The queued jobs' budget verdicts. Columns `table_name`, `operation`, `budget_class`,
+    /// `budget_reason`, `budget_note`, `estimate`, `deferred_at`.
+    pub budget_queue: &'static str,
+    /// 1 since. Per window from `since`: `window_start`, `window_end`, `limit_micros`,
+    /// `mode`, `spent_micros`, `runs` (jobs started in it with a verdict), `deferrals`,
+    /// `longest_wait_seconds` (of the jobs deferred in it, until they started or now).
+    pub budget_report: &'static str,
+    /// 1 since. Finished jobs since then with both an estimate and a measured cost:
+    /// `operation`, `estimated_micros`, `measured_micros` (CPU).
+    pub estimates_and_costs: &'static str,
     /// 1 job id, 2 task, 3 max_attempts, 4 input (JSON). A new queued task.
     pub insert_task: &'static str,
     /// 1 job id. Column `next`: the number after the job's last task (0 when none).
@@ -306,7 +337,7 @@ macro_rules! select_jobs {
         concat!(
             "SELECT id, table_name, operation, concurrency_key, state, \"trigger\", priority, \
              run_at, attempt, max_attempts, worker_id, lease_token, lease_expires_at, \
-             created_at, started_at, finished_at, result, error FROM jobs ",
+             created_at, started_at, finished_at, result, error, estimate FROM jobs ",
             $($rest),+
         )
     };
@@ -320,7 +351,7 @@ macro_rules! returning_job {
             $($statement),+,
             " RETURNING id, table_name, operation, concurrency_key, state, \"trigger\", \
              priority, run_at, attempt, max_attempts, worker_id, lease_token, lease_expires_at, \
-             created_at, started_at, finished_at, result, error"
+             created_at, started_at, finished_at, result, error, estimate"
         )
     };
 }

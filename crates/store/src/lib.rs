@@ -13,6 +13,7 @@
 //! connect ──► JobStore (store.rs: every call once, measured) ──► dyn Dialect (dialect.rs)
 //!                    │ lifecycle.rs, retry.rs: pure decisions        ├─ postgres/ (types, sql.rs)
 //!                    │ model.rs, history.rs: the values              └─ sqlite/   (types, sql.rs)
+//!                    │ budget.rs: estimates, budget rounds, the windows' history
 //! ```
 //!
 //! # Lifecycle
@@ -44,6 +45,10 @@
 //!   instead, and the queued job does the work.
 //! - **Clock**: every lease and lifecycle timestamp is the database's clock, so replicas'
 //!   clocks do not matter.
+//! - **Budget**: a budget round ([`JobStore::budget_round`]) takes a lock every replica's
+//!   round takes (Postgres: an advisory lock), reads the due queued jobs and the window's
+//!   spend, and writes a verdict on each; under an enforced budget, claims take only the jobs
+//!   the latest round admitted ([`JobStore::claim_admitted`]).
 //!
 //! # Leases
 //!
@@ -78,6 +83,7 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod connect;
 mod costs;
 mod dialect;
@@ -97,6 +103,10 @@ mod store;
 mod tasks;
 pub mod testing;
 
+pub use budget::{
+    BudgetWindowRow, Deferral, JobVerdict, QueuedJob, QueuedVerdict, RoundVerdicts, RoundWindow,
+    WindowSpend,
+};
 pub use connect::{connect, scheme_of};
 pub use costs::{OperationsFilter, ProbeCostRow};
 pub use dialect::Backend;

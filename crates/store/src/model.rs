@@ -46,6 +46,10 @@ pub struct Job {
     pub result: Option<serde_json::Value>,
     /// Error of the latest failed attempt, or why the job was failed or cancelled.
     pub error: Option<String>,
+    /// What the daemon estimated the job would cost and buy when it was queued (DESIGN.md
+    /// "Budget"), beside what it measured (`result.cost`, `result.outcome`).
+    #[serde(default)]
+    pub estimate: Option<serde_json::Value>,
 }
 
 /// One row of `job_attempts`. An open attempt (its job is running) has `finished_at`

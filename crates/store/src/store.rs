@@ -109,6 +109,12 @@ tablekeeper_vocab::closed_set! {
         EndTask => "end_task",
         ReleaseTask => "release_task",
         ReapTasks => "reap_tasks",
+        BudgetRound => "budget_round",
+        SetEstimate => "set_estimate",
+        BudgetQueue => "budget_queue",
+        BudgetSpent => "budget_spent",
+        BudgetReport => "budget_report",
+        EstimatesAndCosts => "estimates_and_costs",
         TaskCounts => "task_counts",
     }
 }
@@ -308,8 +314,20 @@ impl JobStore {
         worker_id: &str,
         lease: Duration,
     ) -> Result<ClaimOutcome, StoreError> {
+        self.claim_admitted(worker_id, lease, false).await
+    }
+
+    /// [`JobStore::claim`], and when `only_admitted`, only among the jobs the latest budget
+    /// round admitted ([`JobStore::budget_round`]): an enforced budget's deferred jobs and
+    /// the jobs no round has seen yet wait.
+    pub async fn claim_admitted(
+        &self,
+        worker_id: &str,
+        lease: Duration,
+        only_admitted: bool,
+    ) -> Result<ClaimOutcome, StoreError> {
         self.measured(StoreOp::Claim, async {
-            let claimed = self.claim_script(worker_id, lease).await?;
+            let claimed = self.claim_script(worker_id, lease, only_admitted).await?;
             // The claim is committed: a failure to list key waits must not lose it.
             let key_waits = match self.key_waits(claimed.as_ref().map(|c| &c.job)).await {
                 Ok(waits) => waits,
@@ -330,6 +348,7 @@ impl JobStore {
         &self,
         worker_id: &str,
         lease: Duration,
+        only_admitted: bool,
     ) -> Result<Option<ClaimedJob>, StoreError> {
         let sql = self.sql();
         let lease_us = micros(lease, "lease")?;
@@ -341,7 +360,7 @@ impl JobStore {
             let candidate = first(
                 tx.fetch(
                     sql.claim_candidate,
-                    args!(Arg::Json(Some(serde_json::json!(raced)))),
+                    args!(Arg::Json(Some(serde_json::json!(raced))), only_admitted),
                 )
                 .await?,
             );
@@ -1340,6 +1359,7 @@ pub(crate) fn job_row(r: &Record) -> Result<Job, StoreError> {
         finished_at: r.opt_time("finished_at")?,
         result: r.opt_json("result")?,
         error: r.opt_text("error")?,
+        estimate: r.opt_json("estimate")?,
     })
 }
 

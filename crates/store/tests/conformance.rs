@@ -72,6 +72,7 @@ conformance!(
     task_counts_and_progress_cover_running_jobs,
     what_an_attempt_spent_is_fenced_and_carried_to_the_next,
     probe_costs_add_up_per_table_and_day,
+    budget_rounds_gate_claims_and_count_the_windows_spend,
 );
 
 mod suite {
@@ -434,6 +435,112 @@ mod suite {
         assert_eq!(failed.state, JobState::Failed);
         assert_eq!(failed.result, Some(more));
         assert!(!store.keep_spent(&again.lease, json!({})).await.unwrap());
+    }
+
+    pub async fn budget_rounds_gate_claims_and_count_the_windows_spend(store: &JobStore) {
+        use tablekeeper_store::{Deferral, JobVerdict, RoundVerdicts, RoundWindow};
+        let a = store.enqueue(job("a", "compact")).await.unwrap().job.id;
+        let b = store.enqueue(job("b", "compact")).await.unwrap().job.id;
+        let estimate =
+            |cpu: f64| json!({"cost": {"cpu_seconds": cpu}, "benefit": 1.0, "owner": "o"});
+        store.set_estimate(a, estimate(2.0)).await.unwrap();
+        store.set_estimate(b, estimate(3.0)).await.unwrap();
+        let now = Utc::now();
+        let window = RoundWindow {
+            start: now - chrono::Duration::minutes(1),
+            end: now + chrono::Duration::minutes(59),
+            limit_cpu_seconds: 2.5,
+            mode: "enforce",
+        };
+        // under an enforced budget nothing a round has not admitted is claimed
+        assert!(store
+            .claim_admitted("w", LEASE, true)
+            .await
+            .unwrap()
+            .job
+            .is_none());
+        let written = store
+            .budget_round(&window, |queued, spend| {
+                assert_eq!(queued.len(), 2);
+                assert_eq!(
+                    queued[1].estimate.as_ref().unwrap()["cost"]["cpu_seconds"],
+                    3.0
+                );
+                assert_eq!(spend.total, 0.0);
+                RoundVerdicts {
+                    verdicts: vec![
+                        JobVerdict {
+                            id: a.0,
+                            class: Some("budget".into()),
+                            reason: None,
+                            note: "within the budget".into(),
+                        },
+                        JobVerdict {
+                            id: b.0,
+                            class: None,
+                            reason: Some("budget".into()),
+                            note: "deferred: budget".into(),
+                        },
+                    ],
+                    deferrals: vec![Deferral {
+                        id: b.0,
+                        table: "b".into(),
+                        operation: "compact".into(),
+                        reason: "budget".into(),
+                        rank: 2,
+                        ranked: 2,
+                    }],
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(written.verdicts.len(), 2);
+        let queue = store.budget_queue().await.unwrap();
+        let deferred = queue.iter().find(|q| q.table_name == "b").unwrap();
+        assert_eq!(deferred.reason.as_deref(), Some("budget"));
+        assert!(deferred.deferred_at.is_some());
+        // only the admitted job is claimed; its estimate counts while it runs
+        let claimed = store
+            .claim_admitted("w", LEASE, true)
+            .await
+            .unwrap()
+            .job
+            .unwrap();
+        assert_eq!(claimed.job.id, a);
+        assert!(store
+            .claim_admitted("w", LEASE, true)
+            .await
+            .unwrap()
+            .job
+            .is_none());
+        let spend = store.budget_spent(window.start, window.end).await.unwrap();
+        assert!((spend.total - 2.0).abs() < 1e-6, "{spend:?}");
+        assert!((spend.by_owner["o"] - 2.0).abs() < 1e-6);
+        // finished, its measured cost replaces the estimate
+        store
+            .complete(&claimed.lease, json!({"cost": {"cpu_seconds": 1.25}}))
+            .await
+            .unwrap();
+        let spend = store.budget_spent(window.start, window.end).await.unwrap();
+        assert!((spend.total - 1.25).abs() < 1e-6, "{spend:?}");
+        let report = store
+            .budget_report(window.start - chrono::Duration::seconds(1))
+            .await
+            .unwrap();
+        assert_eq!(report.len(), 1);
+        assert_eq!(report[0].mode, "enforce");
+        assert_eq!(report[0].runs, 1);
+        assert_eq!(report[0].deferrals, 1);
+        assert!((report[0].spent_cpu_seconds - 1.25).abs() < 1e-6);
+        assert!((report[0].limit_cpu_seconds - 2.5).abs() < 1e-6);
+        assert!(report[0].longest_wait_seconds.is_some());
+        let pairs = store
+            .estimates_and_costs(window.start - chrono::Duration::seconds(1))
+            .await
+            .unwrap();
+        assert_eq!(pairs, vec![(Operation::Compact, 2.0, 1.25)]);
+        // without the gate, the deferred job is claimed as before
+        assert_eq!(claim(store, "w").await.unwrap().job.id, b);
     }
 
     pub async fn probe_costs_add_up_per_table_and_day(store: &JobStore) {

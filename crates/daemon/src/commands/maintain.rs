@@ -94,7 +94,7 @@ pub async fn run(request: Request<'_>) -> ExitCode {
     };
     match planner::admit(spec, op, Probed::Read(&probe), need, Utc::now()) {
         Decision::Run(_) => {}
-        Decision::Skip(reason) => {
+        Decision::Skip(reason) | Decision::Deferred(reason) => {
             let out = serde_json::json!({
                 "table": table, "operation": op, "ok": true, "skipped": reason,
             });

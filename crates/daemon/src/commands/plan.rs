@@ -3,6 +3,10 @@
 //! pull request, and the same planner the daemon's schedule ticks use. A table it cannot
 //! read (bad credentials, wrong path, damaged log) fails the check with exit 3, unless
 //! `--allow-unreadable` (a CI job without storage access).
+//!
+//! With a `budget:` in the inventory, the due operations are ranked as a budget round ranks
+//! queued jobs (`jobs::budget::decide`) in a window nothing has spent from yet: under
+//! `enforce` the ones past the budget show as `deferred`, in shadow mode as `would_defer`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,7 +56,9 @@ pub async fn run(
     // each table is probed once: nothing gains from keeping it loaded afterwards
     let fleet = Arc::new(Fleet::new(inventory, FleetOptions::probe_once()));
     crate::schedule::probes::probe_all_fleet(&fleet).await;
-    let views = fleet.views(Utc::now());
+    let now = Utc::now();
+    let mut views = fleet.views(now);
+    apply_budget(&fleet, &mut views, now);
     match format {
         OutputFormat::Json => {
             let out = json!({ "generated_at": Utc::now(), "tables": views });
@@ -89,6 +95,73 @@ pub async fn run(
         unreadable.len()
     );
     ExitCode::from(super::EXIT_UNREADABLE)
+}
+
+/// Ranks the due operations of `views` against the inventory's budget, as a budget round in a
+/// fresh window would, and marks the ones it defers.
+fn apply_budget(fleet: &Fleet, views: &mut [TableView], now: chrono::DateTime<Utc>) {
+    use crate::jobs::budget::{self, JobEstimate};
+    use crate::policy::planner::Decision;
+    use tablekeeper_store::{JobId, QueuedJob, Trigger, WindowSpend};
+
+    let inventory = fleet.inventory();
+    let Some(budget) = &inventory.budget else {
+        return;
+    };
+    let mut due: Vec<(usize, usize)> = Vec::new();
+    let mut queued: Vec<QueuedJob> = Vec::new();
+    for (t, view) in views.iter().enumerate() {
+        let Some(spec) = inventory.table(&view.name) else {
+            continue;
+        };
+        for (o, op) in view.operations.iter().enumerate() {
+            if !op.decision.should_run() {
+                continue;
+            }
+            let estimate = op.estimate.map(|estimate| JobEstimate {
+                estimate,
+                owner: spec.owner.clone(),
+                erasure_at_risk: op.operation == tablekeeper_inventory::Operation::Purge
+                    && view
+                        .probe
+                        .as_deref()
+                        .is_some_and(|p| crate::policy::erasure::deadline_at_risk(spec, p, now)),
+            });
+            queued.push(QueuedJob {
+                id: JobId(i64::try_from(queued.len()).unwrap_or(i64::MAX)),
+                table_name: view.name.clone(),
+                operation: op.operation,
+                trigger: Trigger::Schedule,
+                created_at: now,
+                estimate: estimate.and_then(|e| serde_json::to_value(e).ok()),
+            });
+            due.push((t, o));
+        }
+    }
+    let last_success = |table: &str, op| fleet.last_success(table, op);
+    let (verdicts, _) = budget::decide(
+        &inventory,
+        budget,
+        &queued,
+        &WindowSpend::default(),
+        last_success,
+        now,
+    );
+    for verdict in verdicts.verdicts {
+        let Some(&(t, o)) = usize::try_from(verdict.id).ok().and_then(|i| due.get(i)) else {
+            continue;
+        };
+        if verdict.reason.is_none() {
+            continue;
+        }
+        let op = &mut views[t].operations[o];
+        match budget.mode {
+            tablekeeper_inventory::BudgetMode::Enforce => {
+                op.decision = Decision::Deferred(verdict.note);
+            }
+            tablekeeper_inventory::BudgetMode::Shadow => op.would_defer = Some(verdict.note),
+        }
+    }
 }
 
 fn render_text(views: &[TableView]) -> String {
@@ -175,15 +248,24 @@ fn render_text(views: &[TableView]) -> String {
             }
             let _ = writeln!(
                 out,
-                "  {:<10} {:<6} {}  [schedule {}{}]",
+                "  {:<10} {:<8} {}  [schedule {}{}]{}",
                 o.operation.as_str(),
                 o.decision.label(),
                 o.decision.reason(),
                 o.schedule,
                 o.next_run
                     .map(|t| format!(", next {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default(),
+                o.estimate
+                    .map(|e| format!(
+                        " [est. {:.1} CPU-s, {} requests, {} bytes; benefit {:.0}]",
+                        e.cost.cpu_seconds, e.cost.requests, e.cost.bytes, e.benefit
+                    ))
                     .unwrap_or_default()
             );
+            if let Some(would) = &o.would_defer {
+                let _ = writeln!(out, "  {:<10} {would}", "");
+            }
         }
         out.push('\n');
     }

@@ -1,7 +1,9 @@
-//! `tablekeeper report costs`: the chargeback report, read from the job store
-//! ([`crate::costs::report`]). The job store comes from `--database-url`, else the config's
-//! `database_url`, else `TABLEKEEPER_DATABASE_URL`; prices and the inventory (owners of jobs
-//! that recorded none) from the config when one is given.
+//! The reports read from the job store: `tablekeeper report costs`, the chargeback report
+//! ([`crate::costs::report`]), and `tablekeeper report budget`, the budget's windows (what
+//! each allowed and spent, what ran, what waited and how long). The job store comes from
+//! `--database-url`, else the config's `database_url`, else `TABLEKEEPER_DATABASE_URL`;
+//! prices and the inventory (owners of jobs that recorded none) from the config when one is
+//! given.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -32,27 +34,9 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
             return ExitCode::from(super::EXIT_UNUSABLE);
         }
     };
-    let config = match request.config {
-        Some(path) => match DaemonConfig::load(Some(path)) {
-            Ok(config) => Some(config),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(super::EXIT_UNUSABLE);
-            }
-        },
-        None => None,
-    };
-    let Some(url) = request
-        .database_url
-        .or_else(|| config.as_ref().map(|c| c.database_url.clone()))
-        .or_else(|| std::env::var("TABLEKEEPER_DATABASE_URL").ok())
-        .filter(|u| !u.trim().is_empty())
-    else {
-        eprintln!(
-            "error: no job store to read: pass --database-url, --config, or set \
-             TABLEKEEPER_DATABASE_URL"
-        );
-        return ExitCode::from(super::EXIT_UNUSABLE);
+    let (config, url) = match config_and_store_url(request.config, request.database_url) {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     let prices = config.as_ref().map_or_else(Prices::default, |c| c.prices);
     let inventory = config
@@ -65,17 +49,10 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
             .and_then(|inv| inv.tables.iter().find(|t| t.name == table))
             .map(|t| t.owner.clone())
     };
-    let store =
-        match tablekeeper_store::connect(&url, tablekeeper_store::StoreOptions::default()).await {
-            Ok(store) => store,
-            Err(e) => {
-                eprintln!(
-                    "error: cannot reach the job store {}: {e}",
-                    redact_url(&url)
-                );
-                return ExitCode::FAILURE;
-            }
-        };
+    let store = match connect(&url).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
     let ledger = Ledger::read(&store, since, owner_now).await;
     store.close().await;
     let ledger = match ledger {
@@ -90,11 +67,125 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
         None => ledger,
     };
     let report = ledger.report(since, request.by, &prices, owner_now);
-    let out = match request.format {
+    print_report(&report, request.format)
+}
+
+/// The config (when one is given) and the job store's URL, or the exit code after saying
+/// what is missing.
+fn config_and_store_url(
+    config: Option<&Path>,
+    database_url: Option<String>,
+) -> Result<(Option<DaemonConfig>, String), ExitCode> {
+    let config = match config {
+        Some(path) => match DaemonConfig::load(Some(path)) {
+            Ok(config) => Some(config),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(ExitCode::from(super::EXIT_UNUSABLE));
+            }
+        },
+        None => None,
+    };
+    let Some(url) = database_url
+        .or_else(|| config.as_ref().map(|c| c.database_url.clone()))
+        .or_else(|| std::env::var("TABLEKEEPER_DATABASE_URL").ok())
+        .filter(|u| !u.trim().is_empty())
+    else {
+        eprintln!(
+            "error: no job store to read: pass --database-url, --config, or set \
+             TABLEKEEPER_DATABASE_URL"
+        );
+        return Err(ExitCode::from(super::EXIT_UNUSABLE));
+    };
+    Ok((config, url))
+}
+
+async fn connect(url: &str) -> Result<std::sync::Arc<tablekeeper_store::JobStore>, ExitCode> {
+    tablekeeper_store::connect(url, tablekeeper_store::StoreOptions::default())
+        .await
+        .map_err(|e| {
+            eprintln!("error: cannot reach the job store {}: {e}", redact_url(url));
+            ExitCode::FAILURE
+        })
+}
+
+/// What `report budget` was asked for.
+#[derive(Debug)]
+pub struct BudgetRequest<'a> {
+    pub config: Option<&'a Path>,
+    pub database_url: Option<String>,
+    pub since: &'a str,
+    pub format: ReportFormat,
+}
+
+pub async fn budget(request: BudgetRequest<'_>) -> ExitCode {
+    let since = match crate::costs::parse_since(request.since, Utc::now()) {
+        Ok(since) => since,
+        Err(e) => {
+            eprintln!("error: --since: {e}");
+            return ExitCode::from(super::EXIT_UNUSABLE);
+        }
+    };
+    let (_, url) = match config_and_store_url(request.config, request.database_url) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let store = match connect(&url).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let windows = store.budget_report(since).await;
+    let estimates = store.estimates_and_costs(since).await;
+    store.close().await;
+    let (windows, estimates) = match (windows, estimates) {
+        (Ok(windows), Ok(estimates)) => (windows, estimates),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: cannot read the budget's windows from the job store: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = crate::costs::budget::BudgetReport::new(since, windows, &estimates);
+    print_report(&report, request.format)
+}
+
+/// A report in each of the forms `--format` names.
+trait Formats: serde::Serialize {
+    fn text(&self) -> String;
+    fn csv(&self) -> String;
+    fn markdown(&self) -> String;
+}
+
+impl Formats for crate::costs::report::CostReport {
+    fn text(&self) -> String {
+        self.text()
+    }
+    fn csv(&self) -> String {
+        self.csv()
+    }
+    fn markdown(&self) -> String {
+        self.markdown()
+    }
+}
+
+impl Formats for crate::costs::budget::BudgetReport {
+    fn text(&self) -> String {
+        self.text()
+    }
+    fn csv(&self) -> String {
+        self.csv()
+    }
+    fn markdown(&self) -> String {
+        self.markdown()
+    }
+}
+
+/// Prints `report` as `format` asks.
+fn print_report(report: &impl Formats, format: ReportFormat) -> ExitCode {
+    let out = match format {
         ReportFormat::Text => report.text(),
         ReportFormat::Csv => report.csv(),
         ReportFormat::Markdown => report.markdown(),
-        ReportFormat::Json => match serde_json::to_string_pretty(&report) {
+        ReportFormat::Json => match serde_json::to_string_pretty(report) {
             Ok(json) => json + "\n",
             Err(e) => {
                 eprintln!("error: the report does not serialize: {e}");

@@ -2,7 +2,9 @@
 //! finished job (the operations view of `GET /api/v1/operations`, the table page), and the
 //! sums the chargeback report and the fleet page show (`report.rs`). Costs are measured where
 //! the work ran (`tablekeeper_delta::cost`) and priced there; this module only reads and adds.
+//! The budget's windows are read back here too (`budget.rs`).
 
+pub(crate) mod budget;
 pub(crate) mod report;
 
 use chrono::{DateTime, Utc};
@@ -32,6 +34,9 @@ pub struct OperationRow {
     pub cost: Option<Cost>,
     /// The table before and after; null as for `cost`.
     pub outcome: Option<Outcome>,
+    /// What the job was estimated to cost and buy when it was queued (README "Budget");
+    /// null for jobs queued without a probe at hand or before estimates were kept.
+    pub estimate: Option<crate::policy::estimate::Estimate>,
 }
 
 impl OperationRow {
@@ -52,6 +57,10 @@ impl OperationRow {
             finished_at: job.finished_at,
             cost: field("cost").and_then(|c| serde_json::from_value(c).ok()),
             outcome: field("outcome").and_then(|o| serde_json::from_value(o).ok()),
+            estimate: job
+                .estimate
+                .as_ref()
+                .and_then(|e| serde_json::from_value(e.clone()).ok()),
         }
     }
 }

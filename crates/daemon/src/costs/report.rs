@@ -427,7 +427,7 @@ impl CostReport {
     }
 }
 
-fn csv_cell(cell: &str) -> String {
+pub(super) fn csv_cell(cell: &str) -> String {
     if cell.contains([',', '"', '\n']) {
         format!("\"{}\"", cell.replace('"', "\"\""))
     } else {
@@ -454,6 +454,7 @@ mod tests {
                 ..Cost::default()
             }),
             outcome: None,
+            estimate: None,
         }
     }
 

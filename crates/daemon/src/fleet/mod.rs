@@ -1,10 +1,12 @@
 //! The replica's view of the fleet: the current inventory, the latest probe of every table,
-//! and the pure views built from them (`view.rs`: health, staleness, decisions; `drift.rs`).
+//! what it knows of the budget (`budget.rs`), and the pure views built from them (`view.rs`:
+//! health, staleness, decisions; `drift.rs`).
 //!
 //! It holds state only: it owns no metrics (the publisher turns its views into gauges), never
 //! mutates a table and never talks to the job store (what other replicas probed arrives
 //! through `sharing.rs`, from the background loop that reads it).
 
+pub(crate) mod budget;
 mod cadence;
 mod costs;
 mod drift;
@@ -117,6 +119,8 @@ pub(crate) struct Fleet {
     first_sight_beside: bool,
     /// What each table's probes cost (`costs.rs`).
     probe_meters: ProbeMeters,
+    /// The estimates' throughputs and the latest budget verdicts (`budget.rs`).
+    pub budget: budget::BudgetKnowledge,
 }
 
 /// How a fleet probes: its intervals and how many tables stay loaded between probes.
@@ -163,6 +167,7 @@ impl Fleet {
             restore_drill_every: options.restore_drill_every,
             first_sight_beside: options.first_sight_beside,
             probe_meters: ProbeMeters::default(),
+            budget: budget::BudgetKnowledge::default(),
         };
         fleet.replace_inventory(inventory);
         fleet
@@ -417,8 +422,11 @@ impl Fleet {
         let inventory = self.indexed();
         let spec = inventory.table(name)?;
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        let mode = inventory.inventory.budget.as_ref().map(|b| b.mode);
         Some(with_api_pause(spec, tables.get(name), |spec, state| {
-            view::build_view(spec, state, now)
+            let mut view = view::build_view(spec, state, now);
+            self.budget.overlay(spec, mode, &mut view);
+            view
         }))
     }
 
@@ -426,13 +434,16 @@ impl Fleet {
     /// cloned but what the views keep (the API list and `plan` call it).
     pub(crate) fn views(&self, now: DateTime<Utc>) -> Vec<TableView> {
         let inventory = self.inventory();
+        let mode = inventory.budget.as_ref().map(|b| b.mode);
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         inventory
             .tables
             .iter()
             .map(|spec| {
                 with_api_pause(spec, tables.get(&spec.name), |spec, state| {
-                    view::build_view(spec, state, now)
+                    let mut view = view::build_view(spec, state, now);
+                    self.budget.overlay(spec, mode, &mut view);
+                    view
                 })
             })
             .collect()

@@ -13,6 +13,7 @@ use tablekeeper_vocab::ProbeFailureKind;
 use super::drift::{drift, Drift};
 use super::state::{last_success, staleness, TableState};
 use crate::policy::erasure::{erasure, ErasureView};
+use crate::policy::estimate::Estimate;
 use crate::policy::planner::{self, Decision, Need, Probed};
 
 /// Overall health of a table, worst first.
@@ -87,6 +88,11 @@ pub(crate) struct OperationView {
     pub last_failure: Option<String>,
     pub last_failure_at: Option<DateTime<Utc>>,
     pub decision: Decision,
+    /// What running it now would cost and buy (DESIGN.md "Budget"): the queued job's
+    /// estimate, or one from the last probe when the operation is due; `None` otherwise.
+    pub estimate: Option<Estimate>,
+    /// In a budget's shadow mode: what `enforce` would do instead of running it now.
+    pub would_defer: Option<String>,
 }
 
 /// Everything the API says about a table.
@@ -314,6 +320,9 @@ fn operation_views(
                 last_failure: failure.map(|(_, m)| m.clone()),
                 last_failure_at: failure.map(|(t, _)| *t),
                 decision,
+                // the budget's overlay fills them (`fleet::budget`)
+                estimate: None,
+                would_defer: None,
             }
         })
         .collect()

@@ -270,7 +270,7 @@ pub async fn table_page(
 }
 
 /// The table page's operations: schedule, next run, last success, staleness, failures and
-/// what the planner would decide now.
+/// what the planner would decide now (with the budget's verdict and the estimate).
 fn operations_table(operations: &[OperationView]) -> Markup {
     html! {
         h2 { "Operations" }
@@ -293,7 +293,23 @@ fn operations_table(operations: &[OperationView]) -> Markup {
                                 br; small { (stamp(at)) ": " (msg) }
                             }
                         }
-                        td { (o.decision.label()) ": " (o.decision.reason()) }
+                        td {
+                            (o.decision.label()) ": " (o.decision.reason())
+                            @if let Some(would) = &o.would_defer {
+                                br; small.would-defer { (would) }
+                            }
+                            @if let Some(e) = &o.estimate {
+                                br; small.estimate {
+                                    (format!(
+                                        "estimate: {:.1} CPU-s, {} requests, {} read; benefit {:.0}",
+                                        e.cost.cpu_seconds,
+                                        e.cost.requests,
+                                        bytesize::ByteSize::b(e.cost.bytes),
+                                        e.benefit
+                                    ))
+                                }
+                            }
+                        }
                     } @else {
                         td.muted colspan="6" { "disabled" }
                     }

@@ -37,5 +37,32 @@ pub(crate) async fn enqueue(
             scheduled_for: tick,
         })
         .await?;
+    // the estimate a budget round ranks the job by, from the table's latest probe (a tick
+    // joining the queued job refreshes it, as the table grew meanwhile)
+    if enqueued.job.state == tablekeeper_store::JobState::Queued {
+        let probe = rt
+            .fleet
+            .with_state(&spec.name, |s| s.probe.clone())
+            .flatten();
+        let now = Utc::now();
+        if let Some(estimate) = crate::jobs::budget::estimate_job(
+            spec,
+            op,
+            probe.as_deref(),
+            &rt.fleet.budget.rates(),
+            now,
+        ) {
+            match serde_json::to_value(&estimate) {
+                Ok(json) => {
+                    if let Err(e) = rt.store.set_estimate(enqueued.job.id, json).await {
+                        tracing::warn!(table = %spec.name, operation = %op, error = %e, "cannot record the job's estimate");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(table = %spec.name, operation = %op, error = %e, "cannot encode the job's estimate")
+                }
+            }
+        }
+    }
     Ok((enqueued.job.id, enqueued.created))
 }

@@ -55,7 +55,12 @@ async fn worker_loop(rt: Arc<Shared>, worker_id: String, stops: Stops) {
         // The claim is the lease's first renewal: the abandon deadline counts from when it
         // was sent, however long the claim call (or anything after it) takes to return.
         let claim_sent = tokio::time::Instant::now().into_std();
-        let outcome = rt.store.claim(&worker_id, rt.config.lease).await;
+        // under an enforced budget, only what the latest budget round admitted
+        let admitted_only = crate::jobs::budget::enforced(&rt.fleet.inventory());
+        let outcome = rt
+            .store
+            .claim_admitted(&worker_id, rt.config.lease, admitted_only)
+            .await;
         let idle = match outcome {
             Ok(outcome) => {
                 store_errors = 0;

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use prometheus::{
-    Encoder, Gauge, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry,
-    TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Registry, TextEncoder,
 };
 use tablekeeper_inventory::TableSpec;
 use tablekeeper_store::{Backend, StoreError, StoreObserver, StoreOp};
@@ -56,6 +56,15 @@ fn raise_to(counter: &IntCounterVec, table: &str, recorded: u64) {
     }
 }
 
+/// What the latest budget round found: deferred candidates per (operation, reason) (every
+/// pair given, zeros included) and the window's limit and spend, in CPU-seconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BudgetFigures<'a> {
+    pub deferred: &'a [(Operation, &'a str, i64)],
+    pub limit: f64,
+    pub spent: f64,
+}
+
 /// The registry and handles of all tablekeeper metrics.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
@@ -76,6 +85,11 @@ pub(crate) struct Metrics {
     inventory_tables: IntGauge,
     inventory_reload_failures_total: IntCounter,
     build_info: IntGaugeVec,
+    /// Due candidates the latest budget round deferred (shadow mode: would defer), by
+    /// operation and reason (`budget`, `owner_budget`), fleet-wide from the job store.
+    deferred: IntGaugeVec,
+    /// The current budget window's `limit` and `spent` CPU-seconds, fleet-wide.
+    budget_cpu_seconds: GaugeVec,
     /// Not in the contract table but useful to operators: seconds since the Unix epoch at
     /// which this replica started.
     start_time_seconds: Gauge,
@@ -172,6 +186,20 @@ impl Metrics {
                 opts("build_info", "Always 1; the running tablekeeper version"),
                 &["version"],
             )?,
+            deferred: IntGaugeVec::new(
+                opts(
+                    "deferred",
+                    "Due maintenance the budget defers now (in shadow mode: would defer), by reason",
+                ),
+                &["operation", "reason"],
+            )?,
+            budget_cpu_seconds: GaugeVec::new(
+                opts(
+                    "budget_cpu_seconds",
+                    "The current budget window's CPU-seconds: its limit and what the jobs started in it spent (fleet-wide)",
+                ),
+                &["state"],
+            )?,
             start_time_seconds: Gauge::with_opts(opts(
                 "start_time_seconds",
                 "Unix time at which this replica started",
@@ -243,6 +271,8 @@ impl Metrics {
         r.register(Box::new(self.inventory_tables.clone()))?;
         r.register(Box::new(self.inventory_reload_failures_total.clone()))?;
         r.register(Box::new(self.build_info.clone()))?;
+        r.register(Box::new(self.deferred.clone()))?;
+        r.register(Box::new(self.budget_cpu_seconds.clone()))?;
         r.register(Box::new(self.start_time_seconds.clone()))?;
         r.register(Box::new(self.store_call_duration_seconds.clone()))?;
         r.register(Box::new(self.store_call_errors_total.clone()))?;
@@ -411,6 +441,34 @@ impl Metrics {
     }
 
     /// Fleet-wide task counts per state (tasks of running jobs).
+    /// The latest budget round (see [`BudgetFigures`]). `None`: the inventory has no
+    /// budget, and the budget's series are removed.
+    pub(crate) fn set_budget(&self, round: Option<BudgetFigures<'_>>) {
+        match round {
+            Some(BudgetFigures {
+                deferred,
+                limit,
+                spent,
+            }) => {
+                for (op, reason, n) in deferred {
+                    self.deferred
+                        .with_label_values(&[op.as_str(), reason])
+                        .set(*n);
+                }
+                self.budget_cpu_seconds
+                    .with_label_values(&["limit"])
+                    .set(limit);
+                self.budget_cpu_seconds
+                    .with_label_values(&["spent"])
+                    .set(spent);
+            }
+            None => {
+                self.deferred.reset();
+                self.budget_cpu_seconds.reset();
+            }
+        }
+    }
+
     pub(crate) fn set_task_counts(&self, counts: &BTreeMap<TaskState, i64>) {
         for (state, n) in counts {
             self.tasks.with_label_values(&[state.as_str()]).set(*n);

@@ -22,12 +22,16 @@ pub(crate) enum Decision {
     Skip(String),
     /// The operation must not run on this table; a person has to act.
     Refuse(String),
+    /// Due, but an enforced budget makes it wait for a later window (the reason names the
+    /// budget, the rank and when the window refills). Only a budget round says so
+    /// (`jobs::budget`); [`admit`] never does.
+    Deferred(String),
 }
 
 impl Decision {
     pub fn reason(&self) -> &str {
         match self {
-            Decision::Run(r) | Decision::Skip(r) | Decision::Refuse(r) => r,
+            Decision::Run(r) | Decision::Skip(r) | Decision::Refuse(r) | Decision::Deferred(r) => r,
         }
     }
     pub fn should_run(&self) -> bool {
@@ -38,6 +42,7 @@ impl Decision {
             Decision::Run(_) => "run",
             Decision::Skip(_) => "skip",
             Decision::Refuse(_) => "refuse",
+            Decision::Deferred(_) => "deferred",
         }
     }
 }

@@ -6,10 +6,11 @@
 //! The loops that keep a replica current live here too, each in its own file: the reaper
 //! (jobs of crashed replicas), the refresher (gauges and probe rounds), probe sharing (who
 //! probes which table), the reaction to finished jobs ([`after_jobs`]), the probes' cost
-//! ([`cost_flush`]). Each survives any single failure: it logs with fields and goes on, and
+//! ([`cost_flush`]), the budget rounds ([`budget`]). Each survives any single failure: it logs with fields and goes on, and
 //! every wait in it ends when the replica shuts down.
 
 pub(crate) mod after_jobs;
+pub(crate) mod budget;
 pub(crate) mod control;
 pub(crate) mod cost_flush;
 pub(crate) mod fleet_health;

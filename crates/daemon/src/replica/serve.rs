@@ -19,7 +19,7 @@ use crate::jobs::stops::Stops;
 use crate::metrics::Metrics;
 use crate::replica::control;
 use crate::replica::shutdown::{self, Running};
-use crate::replica::{after_jobs, reaper, refresher, sharing};
+use crate::replica::{after_jobs, budget, reaper, refresher, sharing};
 use crate::schedule::cron::Scheduler;
 use crate::shared::Shared;
 use crate::{http, jobs};
@@ -165,6 +165,7 @@ async fn start(shared: Arc<Shared>) -> anyhow::Result<Running> {
         },
         shared.spawn(sharing::share_probes(Arc::clone(&shared), probe_sharing)),
         shared.spawn(after_jobs::after_jobs(Arc::clone(&shared))),
+        shared.spawn(budget::budget_loop(Arc::clone(&shared))),
     ];
     let stops = Stops::default();
     let workers = shared.spawn(jobs::pool::run_pool(

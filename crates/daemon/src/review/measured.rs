@@ -127,6 +127,7 @@ mod tests {
                 ..Default::default()
             }),
             outcome: None,
+            estimate: None,
         }
     }
 

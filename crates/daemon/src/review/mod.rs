@@ -174,6 +174,7 @@ async fn probe(
         Inventory {
             tables: tables.clone(),
             sources: Vec::new(),
+            budget: None,
         },
         FleetOptions::probe_once(),
     );

@@ -61,6 +61,7 @@ pub(crate) fn keep(spec: &TableSpec) -> Keep {
     let inventory = tablekeeper_inventory::Inventory {
         tables: vec![spec.clone()],
         sources: Vec::new(),
+        budget: None,
     };
     crate::policy::keep::keep_for(&inventory, spec, &[], |_| {
         crate::policy::keep::References::OwnOnly

@@ -45,7 +45,7 @@ pub(crate) async fn tick(rt: &Shared, table: &str, op: Operation, fired: DateTim
                 }
             }
         }
-        Decision::Skip(reason) => {
+        Decision::Skip(reason) | Decision::Deferred(reason) => {
             info!(table = %table, operation = %op, reason = %reason, "scheduled tick: nothing to do")
         }
         Decision::Refuse(reason) => {

@@ -219,6 +219,9 @@ pub struct Probe {
     /// Files under `small_file_threshold_bytes`.
     pub small_files: u64,
     pub small_file_threshold_bytes: u64,
+    /// Bytes of the small files (what compacting all of them would read).
+    #[serde(default)]
+    pub small_file_bytes: u64,
     /// Small files per partition key (`col=value[/col=value]`, `""` when unpartitioned).
     pub small_files_by_partition: BTreeMap<String, u64>,
     /// Commits after the newest checkpoint (all commits when there is none).
@@ -1029,6 +1032,7 @@ async fn probe_live(
         files: figures.count,
         size_bytes: figures.size,
         small_files: figures.small,
+        small_file_bytes: figures.small_size,
         small_file_threshold_bytes: threshold,
         small_files_by_partition: figures.small_by_partition,
         commits_since_checkpoint: commits_since(version, checkpoint),
@@ -1059,6 +1063,7 @@ struct FileFigures {
     count: u64,
     size: u64,
     small: u64,
+    small_size: u64,
     small_by_partition: BTreeMap<String, u64>,
     dv_files: u64,
     dv_rows: u64,
@@ -1080,6 +1085,7 @@ impl FileFigures {
             }
             if file.size < threshold {
                 figures.small += 1;
+                figures.small_size += file.size;
                 *figures
                     .small_by_partition
                     .entry(partition_key(partition_columns, &file.partition_values))

@@ -26,6 +26,7 @@ pub(super) const STATEMENTS: Statements = Statements {
         SELECT j.id FROM jobs j \
         WHERE j.state = 'queued' AND j.run_at <= clock_timestamp() \
           AND j.id NOT IN (SELECT jsonb_array_elements_text($1)::bigint) \
+          AND (NOT $2 OR j.budget_class IS NOT NULL) \
           AND NOT EXISTS (SELECT 1 FROM jobs r \
                           WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
         ORDER BY j.priority DESC, j.run_at, j.id \
@@ -245,6 +246,61 @@ pub(super) const STATEMENTS: Statements = Statements {
           sum(bytes_written)::bigint AS bytes_written \
         FROM probe_costs WHERE day >= $1 GROUP BY table_name, owner, day \
         ORDER BY table_name, owner, day",
+    budget_lock: "SELECT pg_advisory_xact_lock(7412093815)",
+    budget_queued: "\
+        SELECT id, table_name, operation, \"trigger\", created_at, estimate FROM jobs \
+        WHERE state = 'queued' AND run_at <= clock_timestamp() ORDER BY id",
+    budget_spent: "\
+        SELECT j.estimate->>'owner' AS owner, \
+          CAST(ROUND(SUM(COALESCE((j.result->'cost'->>'cpu_seconds')::float8, (j.estimate->'cost'->>'cpu_seconds')::float8, 0)) * 1e6) AS BIGINT) AS cpu_micros \
+        FROM jobs j WHERE j.budget_class = 'budget' AND j.started_at >= $1 AND j.started_at < $2 \
+        GROUP BY 1",
+    budget_verdicts: "\
+        UPDATE jobs j SET budget_class = v.class, budget_reason = v.reason, budget_note = v.note, \
+          deferred_at = CASE WHEN v.reason IS NULL THEN j.deferred_at \
+                             ELSE COALESCE(j.deferred_at, clock_timestamp()) END \
+        FROM jsonb_to_recordset($1) AS v(id BIGINT, class TEXT, reason TEXT, note TEXT) \
+        WHERE j.id = v.id AND j.state = 'queued' \
+          AND (j.budget_class IS DISTINCT FROM v.class OR j.budget_reason IS DISTINCT FROM v.reason \
+               OR j.budget_note IS DISTINCT FROM v.note)",
+    budget_window: "\
+        INSERT INTO budget_windows (window_start, window_end, limit_micros, mode) \
+        VALUES ($1, $2, $3, $4) ON CONFLICT (window_start) DO UPDATE SET \
+          window_end = excluded.window_end, limit_micros = excluded.limit_micros, \
+          mode = excluded.mode, updated_at = clock_timestamp()",
+    budget_deferrals: "\
+        INSERT INTO budget_deferrals (job_id, window_start, table_name, operation, reason, mode, \
+          rank, ranked) \
+        SELECT d.id, $1, d.\"table\", d.operation, d.reason, $2, d.rank, d.ranked \
+        FROM jsonb_to_recordset($3) AS d(id BIGINT, \"table\" TEXT, operation TEXT, reason TEXT, \
+          rank INTEGER, ranked INTEGER) \
+        WHERE EXISTS (SELECT 1 FROM jobs WHERE jobs.id = d.id) \
+        ON CONFLICT (job_id, window_start) DO UPDATE SET reason = excluded.reason, \
+          mode = excluded.mode, rank = excluded.rank, ranked = excluded.ranked",
+    set_estimate: "UPDATE jobs SET estimate = $2 WHERE id = $1 AND state = 'queued'",
+    budget_queue: "\
+        SELECT table_name, operation, budget_class, budget_reason, budget_note, estimate, \
+          deferred_at FROM jobs WHERE state = 'queued' ORDER BY table_name, operation",
+    budget_report: "\
+        SELECT w.window_start, w.window_end, w.limit_micros, w.mode, \
+          (SELECT CAST(ROUND(COALESCE(SUM(COALESCE((j.result->'cost'->>'cpu_seconds')::float8, (j.estimate->'cost'->>'cpu_seconds')::float8, 0)), 0) * 1e6) AS BIGINT) FROM jobs j \
+            WHERE j.budget_class = 'budget' AND j.started_at >= w.window_start \
+              AND j.started_at < w.window_end) AS spent_micros, \
+          (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
+            AND j.started_at >= w.window_start AND j.started_at < w.window_end) AS runs, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start) \
+            AS deferrals, \
+          (SELECT CAST(MAX(EXTRACT(EPOCH FROM (COALESCE(j.started_at, clock_timestamp()) \
+              - j.created_at))) AS BIGINT) \
+            FROM budget_deferrals d JOIN jobs j ON j.id = d.job_id \
+            WHERE d.window_start = w.window_start) AS longest_wait_seconds \
+        FROM budget_windows w WHERE w.window_start >= $1 ORDER BY w.window_start",
+    estimates_and_costs: "\
+        SELECT operation, \
+          CAST(ROUND((estimate->'cost'->>'cpu_seconds')::float8 * 1e6) AS BIGINT) AS estimated_micros, \
+          CAST(ROUND((result->'cost'->>'cpu_seconds')::float8 * 1e6) AS BIGINT) AS measured_micros \
+        FROM jobs WHERE finished_at >= $1 AND estimate->'cost'->>'cpu_seconds' IS NOT NULL \
+          AND result->'cost'->>'cpu_seconds' IS NOT NULL ORDER BY id",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0)::INTEGER AS next FROM job_tasks WHERE job_id = $1",

@@ -39,6 +39,7 @@ pub(super) const STATEMENTS: Statements = Statements {
         SELECT j.id FROM jobs j \
         WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
           AND j.id NOT IN (SELECT value FROM json_each(?1)) \
+          AND (NOT ?2 OR j.budget_class IS NOT NULL) \
           AND NOT EXISTS (SELECT 1 FROM jobs r \
                           WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
         ORDER BY j.priority DESC, julianday(j.run_at), j.id \
@@ -256,6 +257,67 @@ pub(super) const STATEMENTS: Statements = Statements {
           sum(bytes_written) AS bytes_written \
         FROM probe_costs WHERE julianday(day) >= julianday(?1) \
         GROUP BY table_name, owner, day ORDER BY table_name, owner, day",
+    budget_lock: "SELECT 1",
+    budget_queued: "\
+        SELECT id, table_name, operation, \"trigger\", created_at, estimate FROM jobs \
+        WHERE state = 'queued' AND julianday(run_at) <= julianday('now') ORDER BY id",
+    budget_spent: "\
+        SELECT json_extract(j.estimate, '$.owner') AS owner, \
+          CAST(ROUND(SUM(COALESCE(json_extract(j.result, '$.cost.cpu_seconds'), json_extract(j.estimate, '$.cost.cpu_seconds'), 0)) * 1e6) AS INTEGER) AS cpu_micros \
+        FROM jobs j WHERE j.budget_class = 'budget' \
+          AND julianday(j.started_at) >= julianday(?1) AND julianday(j.started_at) < julianday(?2) \
+        GROUP BY 1",
+    budget_verdicts: "\
+        UPDATE jobs SET budget_class = v.class, budget_reason = v.reason, budget_note = v.note, \
+          deferred_at = CASE WHEN v.reason IS NULL THEN jobs.deferred_at \
+                             ELSE COALESCE(jobs.deferred_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) END \
+        FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.class') AS class, \
+                json_extract(value, '$.reason') AS reason, json_extract(value, '$.note') AS note \
+              FROM json_each(?1)) AS v \
+        WHERE jobs.id = v.id AND jobs.state = 'queued' \
+          AND (jobs.budget_class IS NOT v.class OR jobs.budget_reason IS NOT v.reason \
+               OR jobs.budget_note IS NOT v.note)",
+    budget_window: "\
+        INSERT INTO budget_windows (window_start, window_end, limit_micros, mode) \
+        VALUES (?1, ?2, ?3, ?4) ON CONFLICT (window_start) DO UPDATE SET \
+          window_end = excluded.window_end, limit_micros = excluded.limit_micros, \
+          mode = excluded.mode, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    budget_deferrals: "\
+        INSERT INTO budget_deferrals (job_id, window_start, table_name, operation, reason, mode, \
+          rank, ranked) \
+        SELECT json_extract(value, '$.id'), ?1, json_extract(value, '$.table'), \
+          json_extract(value, '$.operation'), json_extract(value, '$.reason'), ?2, \
+          json_extract(value, '$.rank'), json_extract(value, '$.ranked') \
+        FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM jobs WHERE jobs.id = json_extract(value, '$.id')) \
+        ON CONFLICT (job_id, window_start) DO UPDATE SET reason = excluded.reason, \
+          mode = excluded.mode, rank = excluded.rank, ranked = excluded.ranked",
+    set_estimate: "UPDATE jobs SET estimate = ?2 WHERE id = ?1 AND state = 'queued'",
+    budget_queue: "\
+        SELECT table_name, operation, budget_class, budget_reason, budget_note, estimate, \
+          deferred_at FROM jobs WHERE state = 'queued' ORDER BY table_name, operation",
+    budget_report: "\
+        SELECT w.window_start, w.window_end, w.limit_micros, w.mode, \
+          (SELECT CAST(ROUND(COALESCE(SUM(COALESCE(json_extract(j.result, '$.cost.cpu_seconds'), json_extract(j.estimate, '$.cost.cpu_seconds'), 0)), 0) * 1e6) AS INTEGER) FROM jobs j \
+            WHERE j.budget_class = 'budget' AND julianday(j.started_at) >= julianday(w.window_start) \
+              AND julianday(j.started_at) < julianday(w.window_end)) AS spent_micros, \
+          (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
+            AND julianday(j.started_at) >= julianday(w.window_start) \
+            AND julianday(j.started_at) < julianday(w.window_end)) AS runs, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start) \
+            AS deferrals, \
+          (SELECT CAST(MAX((julianday(COALESCE(j.started_at, 'now')) - julianday(j.created_at)) \
+              * 86400) AS INTEGER) \
+            FROM budget_deferrals d JOIN jobs j ON j.id = d.job_id \
+            WHERE d.window_start = w.window_start) AS longest_wait_seconds \
+        FROM budget_windows w WHERE julianday(w.window_start) >= julianday(?1) \
+        ORDER BY julianday(w.window_start)",
+    estimates_and_costs: "\
+        SELECT operation, \
+          CAST(ROUND(json_extract(estimate, '$.cost.cpu_seconds') * 1e6) AS INTEGER) AS estimated_micros, \
+          CAST(ROUND(json_extract(result, '$.cost.cpu_seconds') * 1e6) AS INTEGER) AS measured_micros \
+        FROM jobs WHERE julianday(finished_at) >= julianday(?1) \
+          AND json_extract(estimate, '$.cost.cpu_seconds') IS NOT NULL \
+          AND json_extract(result, '$.cost.cpu_seconds') IS NOT NULL ORDER BY id",
     insert_task: "INSERT INTO job_tasks (job_id, task, max_attempts, input) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     next_task: "SELECT COALESCE(MAX(task) + 1, 0) AS next FROM job_tasks WHERE job_id = ?1",
