@@ -91,11 +91,15 @@ pub struct QueuedVerdict {
 pub struct BudgetWindowRow {
     pub window_start: DateTime<Utc>,
     pub window_end: DateTime<Utc>,
+    /// The mode of the window's latest round.
     pub mode: String,
     pub limit_cpu_seconds: f64,
     pub spent_cpu_seconds: f64,
     pub runs: i64,
+    /// Jobs an enforced budget deferred in the window.
     pub deferrals: i64,
+    /// Jobs shadow mode recorded `enforce` would have deferred in the window.
+    pub would_defer: i64,
     /// The longest any job deferred in the window waited, until it started or now.
     pub longest_wait_seconds: Option<i64>,
 }
@@ -262,6 +266,7 @@ impl JobStore {
                         spent_cpu_seconds: seconds(r.opt_int("spent_micros")?.unwrap_or(0)),
                         runs: r.int("runs")?,
                         deferrals: r.int("deferrals")?,
+                        would_defer: r.int("would_defer")?,
                         longest_wait_seconds: r.opt_int("longest_wait_seconds")?,
                     })
                 })

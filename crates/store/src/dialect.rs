@@ -202,7 +202,8 @@ pub(crate) struct Statements {
     /// `budget_reason`, `budget_note`, `estimate`, `deferred_at`.
     pub budget_queue: &'static str,
     /// 1 since. Per window from `since`: `window_start`, `window_end`, `limit_micros`,
-    /// `mode`, `spent_micros`, `runs` (jobs started in it with a verdict), `deferrals`,
+    /// `mode`, `spent_micros`, `runs` (jobs started in it with a verdict), `deferrals` and
+    /// `would_defer` (deferred by an enforced budget, and recorded in shadow mode),
     /// `longest_wait_seconds` (of the jobs deferred in it, until they started or now).
     pub budget_report: &'static str,
     /// 1 since. Finished jobs since then with both an estimate and a measured cost:

@@ -531,6 +531,7 @@ mod suite {
         assert_eq!(report[0].mode, "enforce");
         assert_eq!(report[0].runs, 1);
         assert_eq!(report[0].deferrals, 1);
+        assert_eq!(report[0].would_defer, 0);
         assert!((report[0].spent_cpu_seconds - 1.25).abs() < 1e-6);
         assert!((report[0].limit_cpu_seconds - 2.5).abs() < 1e-6);
         assert!(report[0].longest_wait_seconds.is_some());

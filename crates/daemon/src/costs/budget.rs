@@ -77,11 +77,8 @@ impl BudgetReport {
             total.limit_cpu_seconds += w.limit_cpu_seconds;
             total.spent_cpu_seconds += w.spent_cpu_seconds;
             total.runs += w.runs;
-            if w.mode == "shadow" {
-                total.would_defer += w.deferrals;
-            } else {
-                total.deferrals += w.deferrals;
-            }
+            total.would_defer += w.would_defer;
+            total.deferrals += w.deferrals;
             total.windows_over_budget += usize::from(w.spent_cpu_seconds > w.limit_cpu_seconds);
             total.longest_wait_seconds = total.longest_wait_seconds.max(w.longest_wait_seconds);
         }
@@ -142,10 +139,10 @@ impl BudgetReport {
                     format!("{:.1}", w.limit_cpu_seconds),
                     format!("{:.1}", w.spent_cpu_seconds),
                     w.runs.to_string(),
-                    if w.mode == "shadow" {
-                        format!("{} (would be)", w.deferrals)
-                    } else {
-                        w.deferrals.to_string()
+                    match (w.deferrals, w.would_defer) {
+                        (d, 0) => d.to_string(),
+                        (0, s) => format!("{s} (would be)"),
+                        (d, s) => format!("{d}, {s} (would be)"),
                     },
                     wait(w.longest_wait_seconds),
                     if w.spent_cpu_seconds > w.limit_cpu_seconds {
@@ -265,7 +262,8 @@ mod tests {
             limit_cpu_seconds: limit,
             spent_cpu_seconds: spent,
             runs: 3,
-            deferrals,
+            deferrals: if mode == "shadow" { 0 } else { deferrals },
+            would_defer: if mode == "shadow" { deferrals } else { 0 },
             longest_wait_seconds: wait,
         }
     }

@@ -288,8 +288,10 @@ pub(super) const STATEMENTS: Statements = Statements {
               AND j.started_at < w.window_end) AS spent_micros, \
           (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
             AND j.started_at >= w.window_start AND j.started_at < w.window_end) AS runs, \
-          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start) \
-            AS deferrals, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start \
+            AND d.mode = 'enforce') AS deferrals, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start \
+            AND d.mode = 'shadow') AS would_defer, \
           (SELECT CAST(MAX(EXTRACT(EPOCH FROM (COALESCE(j.started_at, clock_timestamp()) \
               - j.created_at))) AS BIGINT) \
             FROM budget_deferrals d JOIN jobs j ON j.id = d.job_id \

@@ -303,8 +303,10 @@ pub(super) const STATEMENTS: Statements = Statements {
           (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
             AND julianday(j.started_at) >= julianday(w.window_start) \
             AND julianday(j.started_at) < julianday(w.window_end)) AS runs, \
-          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start) \
-            AS deferrals, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start \
+            AND d.mode = 'enforce') AS deferrals, \
+          (SELECT COUNT(*) FROM budget_deferrals d WHERE d.window_start = w.window_start \
+            AND d.mode = 'shadow') AS would_defer, \
           (SELECT CAST(MAX((julianday(COALESCE(j.started_at, 'now')) - julianday(j.created_at)) \
               * 86400) AS INTEGER) \
             FROM budget_deferrals d JOIN jobs j ON j.id = d.job_id \
