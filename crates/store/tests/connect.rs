@@ -234,7 +234,13 @@ async fn plain_sql_sees_the_contract_columns() {
             "error",
             // additive, after the contract's columns: the cron tick a scheduled job is for
             // (one job per tick across replicas, migration 0004)
-            "scheduled_for"
+            "scheduled_for",
+            // additive: the budget's estimate and the latest round's verdict (migration 0012)
+            "estimate",
+            "budget_class",
+            "budget_reason",
+            "budget_note",
+            "deferred_at"
         ]
     );
     let attempt_columns: Vec<String> = sqlx::query_scalar(
