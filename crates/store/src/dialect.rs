@@ -49,9 +49,12 @@ pub(crate) struct Statements {
     /// 1 table, 2 operation. Job columns of the queued job.
     pub select_queued: &'static str,
     /// The best due job whose key is free (locked, skipping rows other claimers hold,
-    /// where the database has row locks). 1 ids to skip, 2 whether only jobs a budget round
-    /// admitted (`budget_class` set) may be claimed. Column `id`.
+    /// where the database has row locks). 1 ids to skip. Column `id`.
     pub claim_candidate: &'static str,
+    /// [`Statements::claim_candidate`] among the jobs a budget round admitted
+    /// (`budget_class` set). A statement of its own: a parameter deciding the filter would
+    /// cost the plain claim its index plan.
+    pub claim_candidate_admitted: &'static str,
     /// Takes the running-key slot. 1 id, 2 worker, 3 token, 4 lease. Column `attempt`.
     pub claim_update: &'static str,
     /// Closes attempts still open on a job being claimed. 1 job id, 2 error.

@@ -357,10 +357,15 @@ impl JobStore {
         let mut raced: Vec<i64> = Vec::new();
         for _ in 0..MAX_RACE_RETRIES {
             let mut tx = self.dialect.begin().await?;
+            let candidate_sql = if only_admitted {
+                sql.claim_candidate_admitted
+            } else {
+                sql.claim_candidate
+            };
             let candidate = first(
                 tx.fetch(
-                    sql.claim_candidate,
-                    args!(Arg::Json(Some(serde_json::json!(raced))), only_admitted),
+                    candidate_sql,
+                    args!(Arg::Json(Some(serde_json::json!(raced)))),
                 )
                 .await?,
             );

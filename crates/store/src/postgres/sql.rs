@@ -26,7 +26,16 @@ pub(super) const STATEMENTS: Statements = Statements {
         SELECT j.id FROM jobs j \
         WHERE j.state = 'queued' AND j.run_at <= clock_timestamp() \
           AND j.id NOT IN (SELECT jsonb_array_elements_text($1)::bigint) \
-          AND (NOT $2 OR j.budget_class IS NOT NULL) \
+          AND NOT EXISTS (SELECT 1 FROM jobs r \
+                          WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
+        ORDER BY j.priority DESC, j.run_at, j.id \
+        LIMIT 1 \
+        FOR UPDATE OF j SKIP LOCKED",
+    claim_candidate_admitted: "\
+        SELECT j.id FROM jobs j \
+        WHERE j.state = 'queued' AND j.run_at <= clock_timestamp() \
+          AND j.id NOT IN (SELECT jsonb_array_elements_text($1)::bigint) \
+          AND j.budget_class IS NOT NULL \
           AND NOT EXISTS (SELECT 1 FROM jobs r \
                           WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
         ORDER BY j.priority DESC, j.run_at, j.id \

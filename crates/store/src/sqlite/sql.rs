@@ -39,7 +39,15 @@ pub(super) const STATEMENTS: Statements = Statements {
         SELECT j.id FROM jobs j \
         WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
           AND j.id NOT IN (SELECT value FROM json_each(?1)) \
-          AND (NOT ?2 OR j.budget_class IS NOT NULL) \
+          AND NOT EXISTS (SELECT 1 FROM jobs r \
+                          WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
+        ORDER BY j.priority DESC, julianday(j.run_at), j.id \
+        LIMIT 1",
+    claim_candidate_admitted: "\
+        SELECT j.id FROM jobs j \
+        WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
+          AND j.id NOT IN (SELECT value FROM json_each(?1)) \
+          AND j.budget_class IS NOT NULL \
           AND NOT EXISTS (SELECT 1 FROM jobs r \
                           WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
         ORDER BY j.priority DESC, julianday(j.run_at), j.id \
