@@ -64,6 +64,15 @@ pub async fn count(pool: &sqlx::PgPool, sql: &str) -> i64 {
         .unwrap_or(-1)
 }
 
+/// A job's state in the job table.
+pub async fn job_state(pool: &sqlx::PgPool, id: i64) -> String {
+    sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("job {id}: {e}"))
+}
+
 /// Polls the async `check` every 250 ms until it returns true; fails after `timeout`.
 pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F) -> anyhow::Result<()>
 where

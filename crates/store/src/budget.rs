@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tablekeeper_vocab::{JobId, Operation, Trigger};
 
-use crate::dialect::{args, Arg};
+use crate::dialect::{args, Arg, Record};
 use crate::error::StoreError;
 use crate::store::{JobStore, StoreOp};
 
@@ -27,12 +27,29 @@ pub struct QueuedJob {
     pub estimate: Option<Value>,
 }
 
-/// What the jobs admitted within the budget and started in a window spent, in CPU-seconds
-/// (measured for finished jobs, estimated for running ones), fleet-wide and per owner.
+/// What the jobs started in a window spent against the budget, in CPU-seconds (measured for
+/// finished jobs, estimated for running ones), fleet-wide and per owner: those a round
+/// admitted within the budget, and those that ran without a verdict (claimed before a round
+/// saw them in shadow mode, or before the budget existed). Must-runs are outside it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowSpend {
     pub total: f64,
     pub by_owner: BTreeMap<String, f64>,
+}
+
+impl WindowSpend {
+    /// Sums the `budget_spent` statement's rows (one per job: its CPU and its owner).
+    fn from_rows(rows: &[Record]) -> Result<Self, StoreError> {
+        let mut spend = WindowSpend::default();
+        for r in rows {
+            let cpu = seconds(r.opt_int("cpu_micros")?.unwrap_or(0));
+            spend.total += cpu;
+            if let Some(owner) = r.opt_text("owner")? {
+                *spend.by_owner.entry(owner).or_default() += cpu;
+            }
+        }
+        Ok(spend)
+    }
 }
 
 /// A round's verdict on one queued job.
@@ -143,17 +160,10 @@ impl JobStore {
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
-            let spend_rows = tx
-                .fetch(sql.budget_spent, args!(window.start, window.end))
-                .await?;
-            let mut spend = WindowSpend::default();
-            for r in &spend_rows {
-                let cpu = seconds(r.opt_int("cpu_micros")?.unwrap_or(0));
-                spend.total += cpu;
-                if let Some(owner) = r.opt_text("owner")? {
-                    *spend.by_owner.entry(owner).or_default() += cpu;
-                }
-            }
+            let spend = WindowSpend::from_rows(
+                &tx.fetch(sql.budget_spent, args!(window.start, window.end))
+                    .await?,
+            )?;
             let verdicts = decide(&queued, &spend);
             tx.execute(
                 sql.budget_window,
@@ -223,26 +233,19 @@ impl JobStore {
         .await
     }
 
-    /// What the jobs admitted within the budget and started in [`start`, `end`) spent.
+    /// What the jobs started in [`start`, `end`) spent against the budget ([`WindowSpend`]).
     pub async fn budget_spent(
         &self,
         start: DateTime<Utc>,
         end: DateTime<Utc>,
     ) -> Result<WindowSpend, StoreError> {
         self.measured(StoreOp::BudgetSpent, async {
-            let rows = self
-                .dialect()
-                .fetch(self.sql().budget_spent, args!(start, end))
-                .await?;
-            let mut spend = WindowSpend::default();
-            for r in &rows {
-                let cpu = seconds(r.opt_int("cpu_micros")?.unwrap_or(0));
-                spend.total += cpu;
-                if let Some(owner) = r.opt_text("owner")? {
-                    *spend.by_owner.entry(owner).or_default() += cpu;
-                }
-            }
-            Ok(spend)
+            WindowSpend::from_rows(
+                &self
+                    .dialect()
+                    .fetch(self.sql().budget_spent, args!(start, end))
+                    .await?,
+            )
         })
         .await
     }

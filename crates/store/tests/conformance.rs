@@ -540,8 +540,11 @@ mod suite {
             .await
             .unwrap();
         assert_eq!(pairs, vec![(Operation::Compact, 2.0, 1.25)]);
-        // without the gate, the deferred job is claimed as before
+        // without the gate, the deferred job is claimed as before; a job that runs without
+        // an admission (an ungated claim) spends the window too
         assert_eq!(claim(store, "w").await.unwrap().job.id, b);
+        let spend = store.budget_spent(window.start, window.end).await.unwrap();
+        assert!((spend.total - 4.25).abs() < 1e-6, "{spend:?}");
     }
 
     pub async fn probe_costs_add_up_per_table_and_day(store: &JobStore) {

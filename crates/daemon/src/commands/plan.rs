@@ -118,15 +118,12 @@ fn apply_budget(fleet: &Fleet, views: &mut [TableView], now: chrono::DateTime<Ut
             if !op.decision.should_run() {
                 continue;
             }
-            let estimate = op.estimate.map(|estimate| JobEstimate {
-                estimate,
-                owner: spec.owner.clone(),
-                erasure_at_risk: op.operation == tablekeeper_inventory::Operation::Purge
-                    && view
-                        .probe
-                        .as_deref()
-                        .is_some_and(|p| crate::policy::erasure::deadline_at_risk(spec, p, now)),
-            });
+            let estimate = op
+                .estimate
+                .zip(view.probe.as_deref())
+                .map(|(estimate, probe)| {
+                    JobEstimate::new(spec, op.operation, estimate, probe, now)
+                });
             queued.push(QueuedJob {
                 id: JobId(i64::try_from(queued.len()).unwrap_or(i64::MAX)),
                 table_name: view.name.clone(),

@@ -7,8 +7,10 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use tablekeeper_store::{JobStore, StoreOptions};
 
 use crate::cli::ReportFormat;
 use crate::config::{redact_url, DaemonConfig, Prices};
@@ -27,15 +29,12 @@ pub struct CostsRequest<'a> {
 }
 
 pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
-    let since = match crate::costs::parse_since(request.since, Utc::now()) {
-        Ok(since) => since,
-        Err(e) => {
-            eprintln!("error: --since: {e}");
-            return ExitCode::from(super::EXIT_UNUSABLE);
-        }
-    };
-    let (config, url) = match config_and_store_url(request.config, request.database_url) {
-        Ok(found) => found,
+    let Opened {
+        since,
+        config,
+        store,
+    } = match open(request.config, request.database_url, request.since).await {
+        Ok(opened) => opened,
         Err(code) => return code,
     };
     let prices = config.as_ref().map_or_else(Prices::default, |c| c.prices);
@@ -48,10 +47,6 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
             .as_ref()
             .and_then(|inv| inv.tables.iter().find(|t| t.name == table))
             .map(|t| t.owner.clone())
-    };
-    let store = match connect(&url).await {
-        Ok(store) => store,
-        Err(code) => return code,
     };
     let ledger = Ledger::read(&store, since, owner_now).await;
     store.close().await;
@@ -70,20 +65,30 @@ pub async fn costs(request: CostsRequest<'_>) -> ExitCode {
     print_report(&report, request.format)
 }
 
-/// The config (when one is given) and the job store's URL, or the exit code after saying
-/// what is missing.
-fn config_and_store_url(
+/// What a report reads: its period, the config (when one is given) and the job store.
+struct Opened {
+    since: DateTime<Utc>,
+    config: Option<DaemonConfig>,
+    store: Arc<JobStore>,
+}
+
+/// Parses `--since`, loads the config and connects to the job store (`--database-url`, else
+/// the config's, else `TABLEKEEPER_DATABASE_URL`), or says what is wrong and returns the exit
+/// code.
+async fn open(
     config: Option<&Path>,
     database_url: Option<String>,
-) -> Result<(Option<DaemonConfig>, String), ExitCode> {
+    since: &str,
+) -> Result<Opened, ExitCode> {
+    let since = crate::costs::parse_since(since, Utc::now()).map_err(|e| {
+        eprintln!("error: --since: {e}");
+        ExitCode::from(super::EXIT_UNUSABLE)
+    })?;
     let config = match config {
-        Some(path) => match DaemonConfig::load(Some(path)) {
-            Ok(config) => Some(config),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Err(ExitCode::from(super::EXIT_UNUSABLE));
-            }
-        },
+        Some(path) => Some(DaemonConfig::load(Some(path)).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(super::EXIT_UNUSABLE)
+        })?),
         None => None,
     };
     let Some(url) = database_url
@@ -97,16 +102,20 @@ fn config_and_store_url(
         );
         return Err(ExitCode::from(super::EXIT_UNUSABLE));
     };
-    Ok((config, url))
-}
-
-async fn connect(url: &str) -> Result<std::sync::Arc<tablekeeper_store::JobStore>, ExitCode> {
-    tablekeeper_store::connect(url, tablekeeper_store::StoreOptions::default())
+    let store = tablekeeper_store::connect(&url, StoreOptions::default())
         .await
         .map_err(|e| {
-            eprintln!("error: cannot reach the job store {}: {e}", redact_url(url));
+            eprintln!(
+                "error: cannot reach the job store {}: {e}",
+                redact_url(&url)
+            );
             ExitCode::FAILURE
-        })
+        })?;
+    Ok(Opened {
+        since,
+        config,
+        store,
+    })
 }
 
 /// What `report budget` was asked for.
@@ -119,21 +128,11 @@ pub struct BudgetRequest<'a> {
 }
 
 pub async fn budget(request: BudgetRequest<'_>) -> ExitCode {
-    let since = match crate::costs::parse_since(request.since, Utc::now()) {
-        Ok(since) => since,
-        Err(e) => {
-            eprintln!("error: --since: {e}");
-            return ExitCode::from(super::EXIT_UNUSABLE);
-        }
-    };
-    let (_, url) = match config_and_store_url(request.config, request.database_url) {
-        Ok(found) => found,
-        Err(code) => return code,
-    };
-    let store = match connect(&url).await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+    let Opened { since, store, .. } =
+        match open(request.config, request.database_url, request.since).await {
+            Ok(opened) => opened,
+            Err(code) => return code,
+        };
     let windows = store.budget_report(since).await;
     let estimates = store.estimates_and_costs(since).await;
     store.close().await;

@@ -48,12 +48,31 @@ pub(crate) fn estimate_job(
     now: DateTime<Utc>,
 ) -> Option<JobEstimate> {
     let probe = probe?;
-    Some(JobEstimate {
-        estimate: estimate::estimate(spec, op, probe, rates),
-        owner: spec.owner.clone(),
-        erasure_at_risk: op == Operation::Purge
-            && crate::policy::erasure::deadline_at_risk(spec, probe, now),
-    })
+    Some(JobEstimate::new(
+        spec,
+        op,
+        estimate::estimate(spec, op, probe, rates),
+        probe,
+        now,
+    ))
+}
+
+impl JobEstimate {
+    /// `estimate` of a job of `op` on `spec`, with what the round needs beside it.
+    pub(crate) fn new(
+        spec: &TableSpec,
+        op: Operation,
+        estimate: Estimate,
+        probe: &Probe,
+        now: DateTime<Utc>,
+    ) -> Self {
+        JobEstimate {
+            estimate,
+            owner: spec.owner.clone(),
+            erasure_at_risk: op == Operation::Purge
+                && crate::policy::erasure::deadline_at_risk(spec, probe, now),
+        }
+    }
 }
 
 /// The window `budget` spends from at `now`.

@@ -321,6 +321,46 @@ mod tests {
         "2026-11-29T12:00:00Z".parse().unwrap()
     }
 
+    /// The must-run staleness class pages nobody sooner or later than the shipped rules do:
+    /// each operation's threshold is read back from `deploy/prometheus/alerts.yaml`.
+    #[test]
+    fn alert_after_is_the_shipped_alert_rules_threshold() {
+        let rules: serde_json::Value =
+            serde_saphyr::from_str(include_str!("../../../../deploy/prometheus/alerts.yaml"))
+                .unwrap();
+        let mut shipped = BTreeMap::new();
+        for rule in rules["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+        {
+            let expr = rule["expr"].as_str().unwrap_or_default();
+            for op in Operation::ALL {
+                let series = format!(
+                    "tablekeeper_staleness_seconds{{operation=\"{}\"}}",
+                    op.as_str()
+                );
+                if !expr.contains(&series) {
+                    continue;
+                }
+                let (_, threshold) = expr.rsplit_once("> ").unwrap();
+                let days: u64 = threshold
+                    .trim()
+                    .strip_suffix("* 86400")
+                    .unwrap_or_else(|| panic!("{op}: a threshold in days: {threshold}"))
+                    .trim()
+                    .parse()
+                    .unwrap();
+                shipped.insert(op, Duration::from_secs(days * 86_400));
+            }
+        }
+        assert!(!shipped.is_empty(), "no staleness rule found");
+        for op in Operation::ALL {
+            assert_eq!(alert_after(op), shipped.get(&op).copied(), "{op}");
+        }
+    }
+
     fn candidate(table: &'static str, cpu: f64, benefit: f64) -> Candidate<'static> {
         Candidate {
             table,

@@ -34,6 +34,11 @@ pub(crate) struct Measured {
     spent: BTreeMap<(String, Operation), Spent>,
     /// Days the window covers (at least one).
     days: f64,
+    /// Every finished job with a cost: when it started, its owner, its CPU-seconds (what a
+    /// budget window spends).
+    jobs: Vec<(DateTime<Utc>, Option<String>, f64)>,
+    /// The window's end.
+    now: Option<DateTime<Utc>>,
 }
 
 impl Measured {
@@ -46,6 +51,14 @@ impl Measured {
     pub(crate) fn from_rows(rows: &[OperationRow], now: DateTime<Utc>) -> Self {
         let mut spent: BTreeMap<(String, Operation), Spent> = BTreeMap::new();
         let mut first = now;
+        let jobs = rows
+            .iter()
+            .filter_map(|r| {
+                let cost = r.cost?;
+                let at = r.started_at.or(r.finished_at)?;
+                Some((at, r.owner.clone(), cost.cpu_seconds))
+            })
+            .collect();
         for row in rows.iter().filter(|r| r.state == JobState::Succeeded) {
             let Some(cost) = row.cost else { continue };
             let entry = spent.entry((row.table.clone(), row.operation)).or_default();
@@ -54,7 +67,43 @@ impl Measured {
             first = first.min(row.finished_at.unwrap_or(now));
         }
         let days = ((now - first).num_seconds() as f64 / 86_400.0).clamp(1.0, WINDOW_DAYS as f64);
-        Measured { spent, days }
+        Measured {
+            spent,
+            days,
+            jobs,
+            now: Some(now),
+        }
+    }
+
+    /// The CPU-seconds the measured jobs (of `owner`, or all) spent in each `window` (aligned
+    /// as budget windows are, to multiples of its length since the epoch) from the first
+    /// measured job's to now's, windows without a job included; empty when nothing was
+    /// measured.
+    pub(crate) fn cpu_per_window(
+        &self,
+        window: std::time::Duration,
+        owner: Option<&str>,
+    ) -> Vec<f64> {
+        let (Some(now), Some(first)) = (self.now, self.jobs.iter().map(|(at, ..)| *at).min())
+        else {
+            return Vec::new();
+        };
+        let seconds = window.as_secs().max(1) as i64;
+        let index = |at: DateTime<Utc>| at.timestamp().div_euclid(seconds);
+        let (first, last) = (index(first), index(now.max(first)));
+        let mut spent = vec![0.0; usize::try_from(last - first + 1).unwrap_or(1)];
+        for (at, job_owner, cpu) in &self.jobs {
+            if owner.is_some_and(|o| job_owner.as_deref() != Some(o)) {
+                continue;
+            }
+            if let Some(slot) = usize::try_from(index(*at) - first)
+                .ok()
+                .and_then(|k| spent.get_mut(k))
+            {
+                *slot += cpu;
+            }
+        }
+        spent
     }
 
     /// What `op` on a table costs per day once its settings go from `before` to `after`

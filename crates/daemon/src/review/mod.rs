@@ -6,10 +6,12 @@
 //! settings; the consequences come from `retention.rs` (versions, files and log a retention
 //! change gives up or keeps), `readers.rs` (whether each declared reader can read the table's
 //! features), `maintenance.rs` (runs per day, cost) and `lifecycle.rs` (a table added or
-//! removed); `render.rs` writes text and markdown, the JSON is `model.rs`'s. Only the tables
+//! removed), `budget.rs` (a change of the fleet's `budget:`); `render.rs` writes text and
+//! markdown, the JSON is `model.rs`'s. Only the tables
 //! the change touches are read, and only their logs: nothing is written anywhere.
 
 pub(crate) mod base;
+mod budget;
 mod lifecycle;
 mod maintenance;
 pub(crate) mod measured;
@@ -138,6 +140,7 @@ pub(crate) async fn review(
             }
         }
     }
+    review.budget = budget::review(base.budget.as_ref(), head.budget.as_ref(), measured);
     Ok((review, unreadable))
 }
 

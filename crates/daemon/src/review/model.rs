@@ -16,6 +16,16 @@ pub(crate) struct Review {
     /// Estimated maintenance cost per day in USD, per owner, before and after the change;
     /// `null` where nothing was measured yet.
     pub cost_per_day: BTreeMap<String, CostChange>,
+    /// The fleet's `budget:`, when the change touches it; `null` otherwise.
+    pub budget: Option<BudgetChange>,
+}
+
+/// A change of the inventory's `budget:`: its settings (`budget.window`, `budget.cpu_seconds`,
+/// `budget.mode`, `budget.owners.<owner>`) and what the change will do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct BudgetChange {
+    pub settings: Vec<SettingChange>,
+    pub consequences: Vec<Consequence>,
 }
 
 impl Review {
@@ -130,6 +140,8 @@ pub(crate) enum Kind {
     Stops,
     /// The table's log cannot be read: the consequences that need it are unknown.
     Unreadable,
+    /// The fleet's budget: how often the measured maintenance passed it, and what then waits.
+    Budget,
 }
 
 /// Estimated cost per day, in USD.

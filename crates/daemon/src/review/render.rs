@@ -6,21 +6,30 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::review::model::{Review, Severity, TableChange};
+use crate::review::model::{Change, Consequence, Review, SettingChange, Severity, TableChange};
 
 /// The review in plain text; `base` names what it was compared with.
 pub(crate) fn text(review: &Review, base: &str) -> String {
     let mut out = String::new();
-    if review.tables.is_empty() {
+    if review.tables.is_empty() && review.budget.is_none() {
         let _ = writeln!(out, "no table's effective settings changed against {base}");
         return out;
     }
     let _ = writeln!(
         out,
-        "against {base}: {} table(s) changed, {} blocking problem(s)",
+        "against {base}: {} table(s) changed{}, {} blocking problem(s)",
         review.tables.len(),
+        budget_changed(review),
         review.blocking
     );
+    if let Some(budget) = &review.budget {
+        let _ = writeln!(
+            out,
+            "
+budget (changed)"
+        );
+        text_lines(&mut out, &budget.settings, &budget.consequences);
+    }
     for t in &review.tables {
         let _ = writeln!(
             out,
@@ -29,30 +38,45 @@ pub(crate) fn text(review: &Review, base: &str) -> String {
             t.change.as_str(),
             t.owner
         );
-        for s in t
-            .settings
-            .iter()
-            .filter(|_| t.change == crate::review::model::Change::Changed)
-        {
-            let _ = writeln!(
-                out,
-                "  {}: {} -> {}",
-                s.key,
-                value(&s.before),
-                value(&s.after)
-            );
-        }
-        for c in &t.consequences {
-            let _ = writeln!(out, "  [{}] {}", c.severity.as_str(), c.message);
-        }
+        let settings = if t.change == Change::Changed {
+            &t.settings[..]
+        } else {
+            &[]
+        };
+        text_lines(&mut out, settings, &t.consequences);
     }
     out
+}
+
+/// ", the budget changed" when it did.
+fn budget_changed(review: &Review) -> &'static str {
+    if review.budget.is_some() {
+        ", the budget changed"
+    } else {
+        ""
+    }
+}
+
+/// Each setting's change, then each consequence, a line each.
+fn text_lines(out: &mut String, settings: &[SettingChange], consequences: &[Consequence]) {
+    for s in settings {
+        let _ = writeln!(
+            out,
+            "  {}: {} -> {}",
+            s.key,
+            value(&s.before),
+            value(&s.after)
+        );
+    }
+    for c in consequences {
+        let _ = writeln!(out, "  [{}] {}", c.severity.as_str(), c.message);
+    }
 }
 
 /// The review as a pull-request comment.
 pub(crate) fn markdown(review: &Review, base: &str) -> String {
     let mut out = String::new();
-    if review.tables.is_empty() {
+    if review.tables.is_empty() && review.budget.is_none() {
         let _ = writeln!(
             out,
             "### tablekeeper plan\n\nNo table's effective settings changed against `{base}`."
@@ -61,8 +85,9 @@ pub(crate) fn markdown(review: &Review, base: &str) -> String {
     }
     let _ = writeln!(
         out,
-        "### tablekeeper plan: {} table(s) changed, {} blocking problem(s)\n",
+        "### tablekeeper plan: {} table(s) changed{}, {} blocking problem(s)\n",
         review.tables.len(),
+        budget_changed(review),
         review.blocking
     );
     let _ = writeln!(out, "Compared with `{base}`.\n");
@@ -93,18 +118,28 @@ pub(crate) fn markdown(review: &Review, base: &str) -> String {
             usd(cost.after)
         );
     }
+    if let Some(budget) = &review.budget {
+        let _ = writeln!(out, "\n#### budget (changed)\n");
+        details(&mut out, &budget.settings, &budget.consequences);
+    }
     for t in &review.tables {
-        table_details(&mut out, t);
+        let _ = writeln!(out, "\n#### `{}` ({})\n", cell(&t.table), t.change.as_str());
+        let settings = if t.change == Change::Changed {
+            &t.settings[..]
+        } else {
+            &[]
+        };
+        details(&mut out, settings, &t.consequences);
     }
     out
 }
 
-fn table_details(out: &mut String, t: &TableChange) {
-    let _ = writeln!(out, "\n#### `{}` ({})\n", cell(&t.table), t.change.as_str());
-    if t.change == crate::review::model::Change::Changed && !t.settings.is_empty() {
+/// A settings table (when any changed), then the consequences, most severe first.
+fn details(out: &mut String, settings: &[SettingChange], consequences: &[Consequence]) {
+    if !settings.is_empty() {
         let _ = writeln!(out, "| setting | before | after |");
         let _ = writeln!(out, "|---|---|---|");
-        for s in &t.settings {
+        for s in settings {
             let _ = writeln!(
                 out,
                 "| `{}` | {} | {} |",
@@ -115,10 +150,10 @@ fn table_details(out: &mut String, t: &TableChange) {
         }
         let _ = writeln!(out);
     }
-    if t.consequences.is_empty() {
+    if consequences.is_empty() {
         let _ = writeln!(out, "Nothing else changes.");
     }
-    let mut consequences: Vec<_> = t.consequences.iter().collect();
+    let mut consequences: Vec<_> = consequences.iter().collect();
     consequences.sort_by_key(|c| c.severity);
     for c in consequences {
         let severity = match c.severity {

@@ -23,7 +23,8 @@ pub(crate) fn flatten(spec: &TableSpec) -> BTreeMap<String, Value> {
     out
 }
 
-fn put(out: &mut BTreeMap<String, Value>, key: String, value: Value) {
+/// `value` as flat dotted keys under `key`.
+pub(crate) fn put(out: &mut BTreeMap<String, Value>, key: String, value: Value) {
     match value {
         Value::Object(fields) => {
             for (k, v) in fields {
@@ -39,8 +40,17 @@ fn put(out: &mut BTreeMap<String, Value>, key: String, value: Value) {
 /// The settings that differ between `before` and `after` (either may be absent: a table
 /// added or removed), in key order.
 pub(crate) fn diff(before: Option<&TableSpec>, after: Option<&TableSpec>) -> Vec<SettingChange> {
-    let before = before.map(flatten).unwrap_or_default();
-    let after = after.map(flatten).unwrap_or_default();
+    diff_flat(
+        &before.map(flatten).unwrap_or_default(),
+        &after.map(flatten).unwrap_or_default(),
+    )
+}
+
+/// The keys whose values differ between two flat settings maps, in key order.
+pub(crate) fn diff_flat(
+    before: &BTreeMap<String, Value>,
+    after: &BTreeMap<String, Value>,
+) -> Vec<SettingChange> {
     let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     keys.into_iter()
         .filter_map(|key| {

@@ -262,7 +262,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     budget_spent: "\
         SELECT j.estimate->>'owner' AS owner, \
           CAST(ROUND(SUM(COALESCE((j.result->'cost'->>'cpu_seconds')::float8, (j.estimate->'cost'->>'cpu_seconds')::float8, 0)) * 1e6) AS BIGINT) AS cpu_micros \
-        FROM jobs j WHERE j.budget_class = 'budget' AND j.started_at >= $1 AND j.started_at < $2 \
+        FROM jobs j WHERE (j.budget_class = 'budget' OR j.budget_class IS NULL) AND j.started_at >= $1 AND j.started_at < $2 \
         GROUP BY 1",
     budget_verdicts: "\
         UPDATE jobs j SET budget_class = v.class, budget_reason = v.reason, budget_note = v.note, \
@@ -293,7 +293,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     budget_report: "\
         SELECT w.window_start, w.window_end, w.limit_micros, w.mode, \
           (SELECT CAST(ROUND(COALESCE(SUM(COALESCE((j.result->'cost'->>'cpu_seconds')::float8, (j.estimate->'cost'->>'cpu_seconds')::float8, 0)), 0) * 1e6) AS BIGINT) FROM jobs j \
-            WHERE j.budget_class = 'budget' AND j.started_at >= w.window_start \
+            WHERE (j.budget_class = 'budget' OR j.budget_class IS NULL) AND j.started_at >= w.window_start \
               AND j.started_at < w.window_end) AS spent_micros, \
           (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
             AND j.started_at >= w.window_start AND j.started_at < w.window_end) AS runs, \

@@ -272,7 +272,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     budget_spent: "\
         SELECT json_extract(j.estimate, '$.owner') AS owner, \
           CAST(ROUND(SUM(COALESCE(json_extract(j.result, '$.cost.cpu_seconds'), json_extract(j.estimate, '$.cost.cpu_seconds'), 0)) * 1e6) AS INTEGER) AS cpu_micros \
-        FROM jobs j WHERE j.budget_class = 'budget' \
+        FROM jobs j WHERE (j.budget_class = 'budget' OR j.budget_class IS NULL) \
           AND julianday(j.started_at) >= julianday(?1) AND julianday(j.started_at) < julianday(?2) \
         GROUP BY 1",
     budget_verdicts: "\
@@ -306,7 +306,7 @@ pub(super) const STATEMENTS: Statements = Statements {
     budget_report: "\
         SELECT w.window_start, w.window_end, w.limit_micros, w.mode, \
           (SELECT CAST(ROUND(COALESCE(SUM(COALESCE(json_extract(j.result, '$.cost.cpu_seconds'), json_extract(j.estimate, '$.cost.cpu_seconds'), 0)), 0) * 1e6) AS INTEGER) FROM jobs j \
-            WHERE j.budget_class = 'budget' AND julianday(j.started_at) >= julianday(w.window_start) \
+            WHERE (j.budget_class = 'budget' OR j.budget_class IS NULL) AND julianday(j.started_at) >= julianday(w.window_start) \
               AND julianday(j.started_at) < julianday(w.window_end)) AS spent_micros, \
           (SELECT COUNT(*) FROM jobs j WHERE j.budget_class IS NOT NULL \
             AND julianday(j.started_at) >= julianday(w.window_start) \

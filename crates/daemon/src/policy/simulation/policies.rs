@@ -1,7 +1,9 @@
 //! The policies the simulation compares, each choosing which queued candidates run in a
 //! budget window: today's thresholds (no budget), first come first served under the budget,
 //! LinkedIn AutoComp's published scoring under the budget, and tablekeeper's
-//! [`select`](crate::policy::select::select).
+//! [`select`](crate::policy::select::select). First come first served and AutoComp also run
+//! with tablekeeper's must-run classes exempt from the budget, as tablekeeper's are: that
+//! compares the orders alone, at about the same CPU.
 
 use chrono::{DateTime, Utc};
 
@@ -19,6 +21,10 @@ pub(crate) enum Policy {
     AutoComp,
     /// [`select::select`]: benefit per CPU-second, weighted and aged; must-run classes.
     Tablekeeper,
+    /// [`Policy::FirstComeFirstServed`] with the must-run classes run first, outside the budget.
+    FirstComeFirstServedExempt,
+    /// [`Policy::AutoComp`] with the must-run classes run first, outside the budget.
+    AutoCompExempt,
 }
 
 impl Policy {
@@ -28,7 +34,17 @@ impl Policy {
             Policy::FirstComeFirstServed => "first come, first served",
             Policy::AutoComp => "AutoComp scoring",
             Policy::Tablekeeper => "tablekeeper",
+            Policy::FirstComeFirstServedExempt => "first come, first served + must-runs exempt",
+            Policy::AutoCompExempt => "AutoComp scoring + must-runs exempt",
         }
+    }
+
+    /// Must-run candidates run outside the budget (and are not paid from it).
+    pub(crate) fn exempts_must_runs(self) -> bool {
+        matches!(
+            self,
+            Policy::Tablekeeper | Policy::FirstComeFirstServedExempt | Policy::AutoCompExempt
+        )
     }
 }
 
@@ -67,7 +83,7 @@ pub(crate) fn choose(
             .iter()
             .map(|v| !matches!(v, Verdict::Defer { .. }))
             .collect(),
-        Policy::FirstComeFirstServed => {
+        Policy::FirstComeFirstServed | Policy::FirstComeFirstServedExempt => {
             let mut order: Vec<usize> = (0..candidates.len()).collect();
             order.sort_by(|&a, &b| {
                 candidates[a]
@@ -76,9 +92,9 @@ pub(crate) fn choose(
                     .then(candidates[a].table.cmp(candidates[b].table))
                     .then(candidates[a].operation.cmp(&candidates[b].operation))
             });
-            admit_in_order(&order, candidates, window)
+            admit_in_order(&order, candidates, window, exempt(policy, candidates, now))
         }
-        Policy::AutoComp => {
+        Policy::AutoComp | Policy::AutoCompExempt => {
             let gains: Vec<f64> = facts
                 .iter()
                 .map(|f| {
@@ -108,21 +124,37 @@ pub(crate) fn choose(
                     .then(candidates[a].table.cmp(candidates[b].table))
                     .then(candidates[a].operation.cmp(&candidates[b].operation))
             });
-            admit_in_order(&order, candidates, window)
+            admit_in_order(&order, candidates, window, exempt(policy, candidates, now))
         }
     }
 }
 
-/// Admits candidates in `order` while the window's spend is under its budget.
-fn admit_in_order(order: &[usize], candidates: &[Candidate<'_>], window: &Window<'_>) -> Vec<bool> {
-    let mut admitted = vec![false; candidates.len()];
+/// Which candidates `policy` runs outside the budget: the must-runs, if it exempts them.
+fn exempt(policy: Policy, candidates: &[Candidate<'_>], now: DateTime<Utc>) -> Vec<bool> {
+    candidates
+        .iter()
+        .map(|c| policy.exempts_must_runs() && c.must_run_at(now).is_some())
+        .collect()
+}
+
+/// Admits the `exempt` candidates, then the others in `order` while the window's spend is
+/// under its budget.
+fn admit_in_order(
+    order: &[usize],
+    candidates: &[Candidate<'_>],
+    window: &Window<'_>,
+    exempt: Vec<bool>,
+) -> Vec<bool> {
+    let mut admitted = exempt;
     let mut spent = window.spent;
     for &i in order {
         if spent >= window.limit {
             break;
         }
-        admitted[i] = true;
-        spent += candidates[i].estimate.cost.cpu_seconds;
+        if !admitted[i] {
+            admitted[i] = true;
+            spent += candidates[i].estimate.cost.cpu_seconds;
+        }
     }
     admitted
 }
