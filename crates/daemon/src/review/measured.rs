@@ -38,7 +38,7 @@ pub(crate) struct Measured {
     /// budget window spends).
     jobs: Vec<(DateTime<Utc>, Option<String>, f64)>,
     /// The window's end.
-    now: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
 }
 
 impl Measured {
@@ -71,7 +71,7 @@ impl Measured {
             spent,
             days,
             jobs,
-            now: Some(now),
+            now,
         }
     }
 
@@ -84,10 +84,10 @@ impl Measured {
         window: std::time::Duration,
         owner: Option<&str>,
     ) -> Vec<f64> {
-        let (Some(now), Some(first)) = (self.now, self.jobs.iter().map(|(at, ..)| *at).min())
-        else {
+        let Some(first) = self.jobs.iter().map(|(at, ..)| *at).min() else {
             return Vec::new();
         };
+        let now = self.now;
         let seconds = window.as_secs().max(1) as i64;
         let index = |at: DateTime<Utc>| at.timestamp().div_euclid(seconds);
         let (first, last) = (index(first), index(now.max(first)));

@@ -23,11 +23,7 @@ pub(crate) fn text(review: &Review, base: &str) -> String {
         review.blocking
     );
     if let Some(budget) = &review.budget {
-        let _ = writeln!(
-            out,
-            "
-budget (changed)"
-        );
+        let _ = writeln!(out, "\nbudget (changed)");
         text_lines(&mut out, &budget.settings, &budget.consequences);
     }
     for t in &review.tables {

@@ -10,6 +10,23 @@
 use crate::dialect::Statements;
 use crate::dialect::{returning_job, select_jobs, task_columns};
 
+/// The claim's candidate query with `$gate` (a filter, or nothing) among its conditions: each
+/// path keeps a fixed statement of its own, as on Postgres.
+macro_rules! claim_candidate {
+    ($gate:literal) => {
+        concat!(
+            "SELECT j.id FROM jobs j \
+             WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
+               AND j.id NOT IN (SELECT value FROM json_each(?1)) ",
+            $gate,
+            "AND NOT EXISTS (SELECT 1 FROM jobs r \
+                             WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
+             ORDER BY j.priority DESC, julianday(j.run_at), j.id \
+             LIMIT 1"
+        )
+    };
+}
+
 pub(super) const STATEMENTS: Statements = Statements {
     insert_queued: returning_job!(
         "INSERT INTO jobs (table_name, operation, concurrency_key, state, \"trigger\", priority, \
@@ -35,23 +52,8 @@ pub(super) const STATEMENTS: Statements = Statements {
     select_queued: select_jobs!(
         "WHERE table_name = ?1 AND operation = ?2 AND state = 'queued'"
     ),
-    claim_candidate: "\
-        SELECT j.id FROM jobs j \
-        WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
-          AND j.id NOT IN (SELECT value FROM json_each(?1)) \
-          AND NOT EXISTS (SELECT 1 FROM jobs r \
-                          WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
-        ORDER BY j.priority DESC, julianday(j.run_at), j.id \
-        LIMIT 1",
-    claim_candidate_admitted: "\
-        SELECT j.id FROM jobs j \
-        WHERE j.state = 'queued' AND julianday(j.run_at) <= julianday('now') \
-          AND j.id NOT IN (SELECT value FROM json_each(?1)) \
-          AND j.budget_class IS NOT NULL \
-          AND NOT EXISTS (SELECT 1 FROM jobs r \
-                          WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key) \
-        ORDER BY j.priority DESC, julianday(j.run_at), j.id \
-        LIMIT 1",
+    claim_candidate: claim_candidate!(""),
+    claim_candidate_admitted: claim_candidate!("AND j.budget_class IS NOT NULL "),
     claim_update: "\
         UPDATE jobs SET state = 'running', attempt = attempt + 1, worker_id = ?2, lease_token = ?3, \
         lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.6f seconds', ?4 / 1e6)), \
